@@ -1,0 +1,125 @@
+"""The cascade baseline: final transcript -> LLM -> TTS, each step as early as it honestly can.
+
+The LLM starts the moment the final transcript exists; each sentence goes to the TTS as soon as
+it is complete. This is the latency a well-built cascade has on the same parts.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+import numpy as np
+
+from . import timeline as tl
+from .conversation import Conversation
+from .llm.client import ChatClient, LLMError
+from .llm.prompt import cascade_messages
+from .tts import Voicer
+
+log = logging.getLogger(__name__)
+
+COULD_NOT_ANSWER = "Sorry, I could not get an answer from the language model."
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+class SentenceChunker:
+    """Accumulates streamed text; returns each sentence once it is complete."""
+
+    def __init__(self) -> None:
+        self._buf = ""
+
+    def push(self, delta: str) -> list[str]:
+        self._buf += delta
+        out = []
+        while True:
+            m = _SENTENCE_END.search(self._buf)
+            if not m:
+                break
+            sent, self._buf = self._buf[: m.end()].strip(), self._buf[m.end():]
+            if sent:
+                out.append(sent)
+        return out
+
+    def flush(self) -> list[str]:
+        rest, self._buf = self._buf.strip(), ""
+        return [rest] if rest else []
+
+
+class CascadeResponder:
+    def __init__(self, client: ChatClient, voicer: Voicer, conversation: Conversation,
+                 timeline: tl.Timeline, max_tokens: int = 80) -> None:
+        self.client = client
+        self.voicer = voicer
+        self.conv = conversation
+        self.timeline = timeline
+        self.max_tokens = max_tokens
+        self._task: asyncio.Task | None = None
+        self._ids = 0
+        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0}
+
+    @property
+    def in_flight(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def on_partial(self, text: str) -> None:
+        self.conv.on_partial(text)
+
+    def on_final(self, text: str) -> None:
+        self.conv.on_final(text)
+        if not text.strip():
+            return
+        if self.in_flight:
+            self._task.cancel()
+            self.stats["cancels"] += 1
+            self.timeline.add(tl.LLM_CANCEL, stream=self._ids, reason="new user turn")
+            self.voicer.clear()
+        self._ids += 1
+        self.stats["starts"] += 1
+        msgs = cascade_messages(self.conv.turns)
+        self.timeline.add(tl.LLM_START, stream=self._ids, prompt=msgs[-1]["content"])
+        self._task = asyncio.get_running_loop().create_task(self._answer(self._ids, msgs))
+
+    async def _answer(self, sid: int, msgs: list[dict[str, str]]) -> None:
+        t0 = self.timeline.clock()
+        chunker = SentenceChunker()
+        text = ""
+        try:
+            async for delta in self.client.stream(msgs, max_tokens=self.max_tokens):
+                if not text:
+                    self.timeline.add(tl.LLM_FIRST_TOKEN, stream=sid, ttft_s=round(self.timeline.clock() - t0, 4))
+                    self.timeline.add(tl.LLM_ADOPT, stream=sid)
+                    self.stats["adoptions"] += 1
+                text += delta
+                self.timeline.add(tl.LLM_CHUNK, stream=sid, text=delta)
+                for sent in chunker.push(delta):
+                    self._speak(sent)
+            for sent in chunker.flush():
+                self._speak(sent)
+            self.timeline.add(tl.LLM_DONE, stream=sid, text=text)
+            if not text.strip():
+                raise LLMError("LLM returned an empty answer")
+        except asyncio.CancelledError:
+            raise
+        except LLMError as e:
+            self.stats["errors"] += 1
+            self.timeline.add(tl.LLM_ERROR, stream=sid, error=str(e))
+            log.warning("cascade could not answer: %s", e)
+            for sent in chunker.flush():
+                self._speak(sent)
+            self._speak(COULD_NOT_ANSWER)
+
+    def _speak(self, sentence: str) -> None:
+        self.timeline.add(tl.TTS_START, text=sentence)
+        self.voicer.say(sentence)
+
+    def step(self) -> tuple[np.ndarray, list[str]]:
+        return self.voicer.pull()
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass

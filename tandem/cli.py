@@ -1,0 +1,118 @@
+"""Command line: `tandem run`, `tandem say`, `tandem bench`."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .errors import TandemError
+
+
+def _add_llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm-url", default=None,
+                   help="OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); default: start the embedded "
+                        "SmolLM2 llama.cpp server on loopback (env TANDEM_LLM_URL)")
+    p.add_argument("--llm-model", default=None, help="model name for --llm-url (env TANDEM_LLM_MODEL)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="tandem", description="Tandem speech-to-speech: a fast front-end fed by a thinking back-end.")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log what the back-end does")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="answer a spoken wav file, writing the stereo output, a timeline and a plot")
+    r.add_argument("input", type=Path, help="wav file (mono/stereo, any rate, 16/24/32-bit or float)")
+    r.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem")
+    r.add_argument("--out", type=Path, default=None, help="output wav: 24 kHz stereo, user left, assistant right")
+    r.add_argument("--timeline", type=Path, default=None, help="timeline JSON (docs/TIMELINE.md)")
+    r.add_argument("--plot", type=Path, default=None, help="timeline plot (PNG)")
+    r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
+    r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
+    r.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback)")
+    _add_llm_args(r)
+
+    s = sub.add_parser("say", help="speak a text with a test voice (not the assistant's) into a wav")
+    s.add_argument("text")
+    s.add_argument("out", type=Path)
+    s.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    s.add_argument("--tail", type=float, default=3.0, help="seconds of silence after the speech")
+
+    b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
+    b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
+    b.add_argument("--modes", default="cascade", help="comma-separated modes")
+    b.add_argument("--out", type=Path, required=True, help="output directory")
+    b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    b.add_argument("--limit", type=int, default=None)
+    b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
+    b.add_argument("--policy", default="kame")
+    _add_llm_args(b)
+    return ap
+
+
+def _on_sigterm(signum, frame):  # noqa: ANN001
+    raise KeyboardInterrupt  # unwinds through the context managers that stop the servers
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        if args.cmd == "run":
+            return _cmd_run(args)
+        if args.cmd == "say":
+            from .audio import write_mono
+            from .voices import speak
+
+            write_mono(args.out, speak(args.text, args.voice, tail_s=args.tail))
+            return 0
+        if args.cmd == "bench":
+            from .bench import run_bench
+
+            return run_bench(args)
+    except TandemError as e:
+        print(f"tandem: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tandem: interrupted", file=sys.stderr)
+        return 130
+    return 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import frontend
+    from .audio import load_input
+    from .metrics import summarize
+    from .runner import run_session, write_outputs
+    from .session import SessionConfig
+    from .stack import Stack, StackConfig
+
+    audio = load_input(args.input)  # fail on bad input before starting anything
+    if args.mode in ("tandem", "frontend"):
+        frontend.build(args.front_end)  # fail now, with a clear message, if it is not available
+    cfg = SessionConfig(mode=args.mode, pace=args.pace)
+    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model, need_llm=args.mode != "frontend")) as stack:
+        result = run_session(stack, audio, cfg, front_end_name=args.front_end, oracle_policy=args.oracle_policy,
+                             meta={"input": str(args.input)})
+    write_outputs(result, args.out, args.timeline, args.plot)
+    s = summarize(result.timeline.to_dict())
+    print(f"heard:   {s['final_text']!r}")
+    print(f"said:    {s['said']!r}")
+    onset = f"{s['onset_s']:.2f} s" if s["onset_s"] is not None else "no answer"
+    print(f"onset latency (end of speech -> first assistant audio): {onset}")
+    print(f"frames: {s.get('frames', 0)}, p99 lateness {s.get('late_p99_ms', 0):.1f} ms, "
+          f"deadline misses {s.get('deadline_misses', 0)}")
+    for err in s["error_messages"]:
+        print(f"error:   {err}")
+    for label, path in (("output", args.out), ("timeline", args.timeline), ("plot", args.plot)):
+        if path:
+            print(f"{label}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The front-end interface: one step per 80 ms frame, never waiting for anything.
+
+A front-end module registers a factory under a name; `tandem run --front-end NAME` builds it.
+The session calls `step` (or `step_batch` for many sessions) once per frame with what the user
+did in that frame and the oracle token for that frame.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .errors import FrontEndUnavailable
+
+
+class Tokenizer(Protocol):
+    start_id: int  # the oracle stream's start token (KAME: the text start id)
+    pad_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+@dataclass
+class UserFrame:
+    audio: np.ndarray  # 1920 float32 samples at 24 kHz
+    vad_prob: float  # latest voice-activity probability the Listener reported
+    in_speech: bool
+    new_text: str = ""  # transcript words that became known since the previous frame
+    transcript: str = ""  # the current user turn as the Listener hears it now
+
+
+@dataclass
+class FrontEndOutput:
+    audio: np.ndarray  # 1920 float32 samples at 24 kHz
+    text: list[str] = field(default_factory=list)  # text pieces whose audio starts in this frame
+
+
+class FrontEnd(Protocol):
+    name: str
+    tokenizer: Tokenizer
+
+    def reset(self) -> None: ...
+
+    def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput: ...
+
+    def step_batch(self, users: list[UserFrame], oracle_tokens: list[int]) -> list[FrontEndOutput]: ...
+
+
+FrontEndFactory = Callable[..., FrontEnd]
+_REGISTRY: dict[str, FrontEndFactory] = {}
+
+
+def register(name: str, factory: FrontEndFactory) -> None:
+    _REGISTRY[name] = factory
+
+
+def available() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def build(name: str, **kwargs) -> FrontEnd:
+    _load_builtin()
+    if name not in _REGISTRY:
+        have = ", ".join(sorted(_REGISTRY)) or "none yet"
+        raise FrontEndUnavailable(
+            f"front-end {name!r} is not available in this installation (available: {have}); "
+            f"--mode cascade works without a front-end")
+    return _REGISTRY[name](**kwargs)
+
+
+def _load_builtin() -> None:
+    import importlib
+
+    for mod in ("tandem.frontends.compact", "tandem.frontends.moshi"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod and not mod.startswith(str(e.name)):
+                raise

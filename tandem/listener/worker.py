@@ -1,0 +1,168 @@
+"""The Listener process: VAD and Whisper for any number of audio streams, off the frame loop.
+
+Scheduling (one decoder, many streams): a final transcript always goes before any partial, so a
+final waits at most for one decode already running (~50 ms with the short encoder context);
+partials are re-decoded every `partial_hop_s` of new speech, the stream whose partial is most
+stale first. Every message from here carries the stream's audio time, so the session can
+measure staleness on its own clock.
+"""
+from __future__ import annotations
+
+import queue
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .vad import SAMPLE_RATE, VadConfig, VadSegmenter
+
+IN_RATE = 24_000
+
+
+@dataclass(frozen=True)
+class ListenerConfig:
+    vad: VadConfig = VadConfig()
+    partial_hop_s: float = 0.3  # new speech between partial decodes
+    preroll_s: float = 0.3  # audio kept before the VAD onset (Silero reacts late)
+    tail_s: float = 0.15  # audio kept after the last voiced window in a final
+    max_utterance_s: float = 25.0  # longer turns are finalised in pieces (Whisper sees 30 s at most)
+    whisper_threads: int = 2
+    whisper_model_dir: str | None = None
+    full_context_final: bool = False
+
+
+@dataclass
+class _Stream:
+    vad: VadSegmenter
+    resampler: object
+    audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # 16 kHz, from `offset`
+    offset: int = 0  # absolute 16 kHz index of audio[0]
+    utt_start: int | None = None
+    last_partial_end: int = 0
+    finals: list[tuple[int, int]] = field(default_factory=list)  # (start, end) awaiting decode
+
+    def slice(self, start: int, end: int) -> np.ndarray:
+        return self.audio[max(0, start - self.offset): max(0, end - self.offset)]
+
+    def trim(self, keep_from: int) -> None:
+        cut = keep_from - self.offset
+        if cut > 0:
+            self.audio = self.audio[cut:]
+            self.offset = keep_from
+
+
+def run_worker(inbox, outbox, config: ListenerConfig) -> None:
+    """Process entry point. inbox: ("open", sid) | ("audio", sid, float32 24 kHz) | ("close", sid) | ("stop",)."""
+    import soxr
+
+    from .whisper import ShortContextWhisper
+
+    try:
+        stt = ShortContextWhisper(config.whisper_model_dir, threads=config.whisper_threads)
+        stt.transcribe(np.zeros(SAMPLE_RATE, np.float32))  # warm-up: the first decode allocates
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which owns the user-facing error
+        outbox.put({"kind": "fatal", "error": f"Listener could not load Whisper: {e}"})
+        return
+    outbox.put({"kind": "ready"})
+    streams: dict[str, _Stream] = {}
+
+    def emit(sid: str, kind: str, **kw) -> None:
+        outbox.put({"sid": sid, "kind": kind, **kw})
+
+    def handle(msg) -> bool:
+        op = msg[0]
+        if op == "stop":
+            return False
+        sid = msg[1]
+        if op == "open":
+            streams[sid] = _Stream(VadSegmenter(config.vad), soxr.ResampleStream(IN_RATE, SAMPLE_RATE, 1, dtype="float32"))
+        elif op == "close":
+            streams.pop(sid, None)
+        elif op == "audio":
+            st = streams.get(sid)
+            if st is None:
+                return True
+            pcm16 = st.resampler.resample_chunk(np.asarray(msg[2], np.float32))
+            st.audio = np.concatenate([st.audio, pcm16])
+            probs, events = st.vad.feed(pcm16)
+            for ev in events:
+                if ev.kind == "start":
+                    st.utt_start = max(0, ev.sample - int(config.preroll_s * SAMPLE_RATE))
+                    st.last_partial_end = ev.sample
+                    emit(sid, "vad_start", audio_s=ev.sample / SAMPLE_RATE)
+                else:
+                    emit(sid, "vad_end", audio_s=ev.sample / SAMPLE_RATE, speech_s=ev.speech_s)
+                    if st.utt_start is not None and ev.speech_s >= config.vad.min_speech_s:
+                        end = min(st.vad.samples_seen, ev.sample + int(config.tail_s * SAMPLE_RATE))
+                        st.finals.append((st.utt_start, end))
+                    st.utt_start = None
+            if st.utt_start is not None and st.vad.samples_seen - st.utt_start > config.max_utterance_s * SAMPLE_RATE:
+                st.finals.append((st.utt_start, st.vad.samples_seen))
+                st.utt_start = st.last_partial_end = st.vad.samples_seen
+            keep = min([st.utt_start if st.utt_start is not None else st.vad.samples_seen - int(config.preroll_s * SAMPLE_RATE)]
+                       + [s for s, _ in st.finals])
+            st.trim(max(0, keep))
+            emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=max(probs) if probs else st.vad.last_prob,
+                 in_speech=st.vad.in_speech, busy=bool(st.finals) or _partial_due(st, config))
+        return True
+
+    running = True
+    while running:
+        work_due = any(st.finals or _partial_due(st, config) for st in streams.values())
+        try:
+            msg = inbox.get(timeout=None if not work_due else 0.0) if not work_due else inbox.get_nowait()
+        except queue.Empty:
+            msg = None
+        while msg is not None:
+            try:
+                running = handle(msg)
+            except Exception:  # noqa: BLE001 - one bad message must not kill every stream
+                outbox.put({"sid": msg[1] if len(msg) > 1 else None, "kind": "error",
+                            "error": "Listener failed on a message: " + traceback.format_exc(limit=1).strip().splitlines()[-1]})
+            if not running:
+                break
+            try:
+                msg = inbox.get_nowait()
+            except queue.Empty:
+                msg = None
+        if running:
+            _decode_one(streams, stt, config, emit)
+
+
+def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
+    return st.utt_start is not None and st.vad.samples_seen - st.last_partial_end >= config.partial_hop_s * SAMPLE_RATE
+
+
+def _decode_one(streams: dict[str, _Stream], stt, config: ListenerConfig, emit) -> None:
+    for sid, st in streams.items():
+        if st.finals:
+            start, end = st.finals.pop(0)
+            tr = stt.transcribe(st.slice(start, end), full_context=config.full_context_final)
+            text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
+            emit(sid, "final", text=_clean(text), audio_start_s=start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
+                 decode_ms=round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3))
+            return
+    due = [(st.last_partial_end, sid) for sid, st in streams.items() if _partial_due(st, config)]
+    if not due:
+        return
+    _, sid = min(due)
+    st = streams[sid]
+    end = st.vad.samples_seen
+    st.last_partial_end = end
+    tr = stt.transcribe(st.slice(st.utt_start, end))
+    if tr.no_speech_prob < 0.6:
+        emit(sid, "partial", text=_clean(tr.text), audio_start_s=st.utt_start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
+             decode_ms=round(tr.decode_ms, 1))
+
+
+_NOISE = {"", ".", "you", "thank you.", "thanks for watching!", "[blank_audio]", "(silence)"}
+
+
+def _clean(text: str) -> str:
+    text = " ".join(text.split())
+    return "" if text.lower() in _NOISE else text
+
+
+def word_count(text: str) -> int:
+    return len([w for w in text.split() if any(c.isalnum() for c in w)])
+

@@ -1,0 +1,123 @@
+"""Streaming chat completions over the OpenAI protocol (SSE), for any compatible server.
+
+Closing the stream closes the HTTP connection, which is how servers (llama.cpp, vLLM, SGLang,
+hosted APIs) learn that a superseded request should stop generating.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import httpx
+
+
+class LLMError(Exception):
+    """The LLM request failed; the message says how (unreachable, HTTP error, garbage, timeout)."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    url: str
+    model: str
+    api_key: str | None = None
+    max_tokens: int = 60
+    temperature: float = 0.0
+    connect_timeout_s: float = 3.0
+    first_token_timeout_s: float = 20.0  # a cold hosted model may take long; the frame loop never waits for it
+    chunk_timeout_s: float = 10.0
+
+    @property
+    def endpoint(self) -> str:
+        return chat_endpoint(self.url)
+
+    @classmethod
+    def from_env(cls, url: str | None = None, model: str | None = None, **kw) -> "LLMConfig | None":
+        url = url or os.environ.get("TANDEM_LLM_URL")
+        if not url:
+            return None
+        return cls(url=url, model=model or os.environ.get("TANDEM_LLM_MODEL") or "default",
+                   api_key=os.environ.get("TANDEM_LLM_API_KEY"), **kw)
+
+
+def chat_endpoint(url: str) -> str:
+    url = url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    if url.endswith("/v1"):
+        return url + "/chat/completions"
+    return url + "/v1/chat/completions"
+
+
+class ChatClient:
+    """One shared connection pool; each `stream()` call is one request."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+        headers = {"Content-Type": "application/json"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(config.chunk_timeout_s, connect=config.connect_timeout_s,
+                                  read=max(config.first_token_timeout_s, config.chunk_timeout_s)),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> AsyncIterator[str]:
+        """Yield text deltas as they arrive. Raises LLMError. Breaking out of the loop (or
+        cancelling the task) closes the connection."""
+        cfg = self.config
+        body = {"model": cfg.model, "messages": messages, "stream": True,
+                "max_tokens": max_tokens or cfg.max_tokens, "temperature": cfg.temperature}
+        try:
+            async with self._http.stream("POST", cfg.endpoint, json=body) as resp:
+                if resp.status_code != 200:
+                    detail = (await resp.aread())[:200].decode("utf-8", "replace").strip()
+                    raise LLMError(f"LLM server answered HTTP {resp.status_code} at {cfg.endpoint}: {detail}")
+                async for line in resp.aiter_lines():
+                    delta = parse_sse_line(line)
+                    if delta is _DONE:
+                        return
+                    if delta:
+                        yield delta
+        except httpx.ConnectError as e:
+            raise LLMError(f"LLM server unreachable at {cfg.endpoint} ({e or 'connection refused'})") from None
+        except httpx.TimeoutException as e:
+            raise LLMError(f"LLM server at {cfg.endpoint} timed out ({type(e).__name__})") from None
+        except httpx.HTTPError as e:
+            raise LLMError(f"LLM stream from {cfg.endpoint} broke: {type(e).__name__}: {e}") from None
+
+
+_DONE = object()
+
+
+def parse_sse_line(line: str):
+    """One SSE line -> text delta ('' for nothing), _DONE at the end; LLMError for garbage."""
+    line = line.strip()
+    if not line or line.startswith(":") or line.startswith("event:") or line.startswith("id:"):
+        return ""
+    if not line.startswith("data:"):
+        raise LLMError(f"LLM server sent something that is not server-sent events: {line[:80]!r}")
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return _DONE
+    try:
+        obj = json.loads(payload)
+    except json.JSONDecodeError:
+        raise LLMError(f"LLM server sent malformed JSON in its stream: {payload[:80]!r}") from None
+    if not isinstance(obj, dict):
+        raise LLMError(f"LLM server sent an unexpected chunk: {payload[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise LLMError(f"LLM server reported an error mid-stream: {str(msg)[:160]}")
+    choices = obj.get("choices") or []
+    if not choices:
+        return ""
+    delta = choices[0].get("delta") or {}
+    content = delta.get("content")
+    return content if isinstance(content, str) else ""

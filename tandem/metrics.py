@@ -1,0 +1,65 @@
+"""Figures read off a session timeline: the measures that matter (ARCHITECTURE, 'Measures')."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .audio import FRAME_S
+
+
+def speech_end_s(tl: dict[str, Any]) -> float | None:
+    """Audio time of the end of the user's last speech segment that got a final transcript."""
+    ends = [e["audio_s"] for e in tl["events"] if e["kind"] == "vad_end"]
+    return ends[-1] if ends else None
+
+
+def onset_s(tl: dict[str, Any], after: float | None) -> float | None:
+    """End of user speech -> first assistant audio above silence (from the timeline)."""
+    if after is None:
+        return None
+    starts = [e["t"] for e in tl["events"] if e["kind"] == "assistant_audio_start" and e["t"] >= after]
+    return round(starts[0] - after, 4) if starts else None
+
+
+def frame_health(tl: dict[str, Any]) -> dict[str, float]:
+    late = np.asarray(tl["frames"]["late_ms"], dtype=float)
+    step = np.asarray(tl["frames"]["step_ms"], dtype=float)
+    if not len(late):
+        return {}
+    return {
+        "frames": int(len(late)),
+        "late_p50_ms": round(float(np.percentile(late, 50)), 3),
+        "late_p99_ms": round(float(np.percentile(late, 99)), 3),
+        "late_max_ms": round(float(late.max()), 3),
+        "step_p50_ms": round(float(np.percentile(step, 50)), 3),
+        "step_p99_ms": round(float(np.percentile(step, 99)), 3),
+        "deadline_misses": int(np.sum(late + step > FRAME_S * 1e3)),
+    }
+
+
+def summarize(tl: dict[str, Any]) -> dict[str, Any]:
+    ev = tl["events"]
+    end = speech_end_s(tl)
+    finals = [e for e in ev if e["kind"] == "final"]
+    partials = [e for e in ev if e["kind"] == "partial"]
+    ttft = [e["ttft_s"] for e in ev if e["kind"] == "llm_first_token"]
+    first_tts_start = next((e["t"] for e in ev if e["kind"] == "tts_start"), None)
+    first_tts_audio = next((e for e in ev if e["kind"] == "tts_audio"), None)
+    vad_end_ev = next((e for e in reversed(ev) if e["kind"] == "vad_end"), None)
+    out: dict[str, Any] = {
+        "speech_end_s": end,
+        "vad_end_delay_s": round(vad_end_ev["t"] - vad_end_ev["audio_s"], 4) if vad_end_ev else None,
+        "final_latency_s": round(finals[-1]["t"] - end, 4) if finals and end is not None else None,
+        "final_text": finals[-1]["text"] if finals else None,
+        "partial_stale_median_s": round(float(np.median([p["stale_s"] for p in partials])), 4) if partials else None,
+        "partials": len(partials),
+        "llm_ttft_s": ttft[0] if ttft else None,
+        "tts_first_audio_s": round(first_tts_audio["t"] - first_tts_start, 4) if first_tts_audio and first_tts_start is not None else None,
+        "onset_s": onset_s(tl, end),
+        "said": " ".join(e["text"] for e in ev if e["kind"] == "assistant_text"),
+        "error_messages": [e.get("error") for e in ev if e["kind"] in ("error", "llm_error")],
+    }
+    out.update(frame_health(tl))
+    out.update(tl.get("meta", {}).get("llm_stats", {}))
+    return out

@@ -1,0 +1,67 @@
+"""`tandem run`: one wav file through one mode, with its outputs written next to each other."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import frontend as fe_registry
+from .audio import InputAudio, frames_of, load_input, write_stereo
+from .oracle import make_policy
+from .session import Session, SessionConfig
+from .stack import Stack
+from .timeline import Timeline
+from .tts import Voicer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    assistant: np.ndarray
+    timeline: Timeline
+    input: InputAudio
+
+
+def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_end_name: str = "compact",
+                oracle_policy: str = "kame", meta: dict | None = None) -> RunResult:
+    front_end = None
+    if config.mode in ("tandem", "frontend"):
+        front_end = fe_registry.build(front_end_name)
+
+    async def go() -> RunResult:
+        client = stack.client()
+        voicer = Voicer(stack.tts) if stack.tts is not None else None
+        try:
+            session = Session(config, stack.listener, client, voicer=voicer, front_end=front_end,
+                              oracle_policy=make_policy(oracle_policy) if config.mode == "tandem" else None,
+                              meta=meta)
+            assistant = await session.run(frames_of(audio.samples))
+            return RunResult(assistant[: len(audio.samples)], session.timeline, audio)
+        finally:
+            if voicer is not None:
+                voicer.close()
+            if client is not None:
+                await client.aclose()
+
+    return asyncio.run(go())
+
+
+def write_outputs(result: RunResult, out_wav: Path | None, timeline_json: Path | None, plot_png: Path | None) -> None:
+    n = len(result.input.samples)
+    if out_wav:
+        write_stereo(out_wav, result.input.samples, result.assistant, n)
+    if timeline_json:
+        result.timeline.meta["input_duration_s"] = round(n / 24000, 3)
+        result.timeline.save(timeline_json)
+    if plot_png:
+        from .plot import plot_timeline
+
+        plot_timeline(result.timeline.to_dict(), plot_png, user=result.input.samples, assistant=result.assistant)
+
+
+def load(path: str | Path) -> InputAudio:
+    return load_input(path)

@@ -1,0 +1,168 @@
+"""When to ask the LLM, and how its streamed answers become oracle events (KAME back-end policy).
+
+Every `check_interval_s` (and at once on a final transcript), a stream is started when the user's
+word count grew by `min_new_words` since the last start or a final arrived, at most
+`max_starts` per `window_s`. With `max_concurrent == 1` a new stream cancels the one it
+replaces; with more, streams run side by side and the newest one to emit text is adopted, the
+older ones cancelled. The adopted stream's first chunk emits `reset`, each chunk `append`.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from . import timeline as tl
+from .conversation import Conversation
+from .llm.client import ChatClient, LLMError
+from .llm.prompt import oracle_messages
+
+log = logging.getLogger(__name__)
+
+OracleEmit = Callable[[str, str], None]  # ("reset" | "append", text)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    check_interval_s: float = 0.5
+    min_new_words: int = 2
+    max_starts: int = 5
+    window_s: float = 2.0
+    max_concurrent: int = 1
+    max_tokens: int = 60
+
+
+@dataclass
+class _Stream:
+    sid: int
+    task: asyncio.Task | None = None
+    started_t: float = 0.0
+    first_token_t: float | None = None
+    text: str = ""
+
+
+class OracleScheduler:
+    def __init__(self, client: ChatClient, conversation: Conversation, timeline: tl.Timeline,
+                 emit: OracleEmit, config: SchedulerConfig = SchedulerConfig()) -> None:
+        self.client = client
+        self.conv = conversation
+        self.timeline = timeline
+        self.emit = emit
+        self.config = config
+        self._ids = itertools.count(1)
+        self._live: dict[int, _Stream] = {}
+        self._adopted: int | None = None
+        self._starts: deque[float] = deque()
+        self._words_at_start = 0
+        self._final_pending = False
+        self._ticker: asyncio.Task | None = None
+        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0}
+
+    # -- transcript events (called on the event loop) ----------------------------------------
+    def on_partial(self, text: str) -> None:
+        self.conv.on_partial(text)
+
+    def on_final(self, text: str) -> None:
+        self.conv.on_final(text)
+        if text.strip():
+            self._final_pending = True
+            self.check()
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._live)
+
+    # -- policy -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.check_interval_s)
+            self.check()
+
+    def check(self) -> None:
+        words = self.conv.current_user_words()
+        grew = words - self._words_at_start >= self.config.min_new_words
+        if not (self._final_pending or grew):
+            return
+        now = self.timeline.clock()
+        while self._starts and now - self._starts[0] > self.config.window_s:
+            self._starts.popleft()
+        if len(self._starts) >= self.config.max_starts:
+            self.stats["rate_limited"] += 1
+            return
+        self._starts.append(now)
+        self._final_pending = False
+        self._words_at_start = words
+        self._launch()
+
+    def _launch(self) -> None:
+        cfg = self.config
+        if len(self._live) >= cfg.max_concurrent:
+            for sid in sorted(self._live)[: len(self._live) - cfg.max_concurrent + 1]:
+                self._cancel(sid, "superseded")
+        st = _Stream(next(self._ids), started_t=self.timeline.clock())
+        messages = oracle_messages(self.conv.turns, self.conv.partial)
+        self._live[st.sid] = st
+        self.stats["starts"] += 1
+        self.timeline.add(tl.LLM_START, stream=st.sid, prompt=messages[-1]["content"])
+        st.task = asyncio.get_running_loop().create_task(self._run(st, messages))
+
+    def _cancel(self, sid: int, reason: str) -> None:
+        st = self._live.pop(sid, None)
+        if st is None:
+            return
+        if st.task is not None:
+            st.task.cancel()  # closes the HTTP connection, which stops the server's generation
+        self.stats["cancels"] += 1
+        self.timeline.add(tl.LLM_CANCEL, stream=sid, reason=reason)
+
+    async def _run(self, st: _Stream, messages: list[dict[str, str]]) -> None:
+        try:
+            async for delta in self.client.stream(messages, max_tokens=self.config.max_tokens):
+                if st.sid not in self._live:
+                    return
+                if st.first_token_t is None:
+                    st.first_token_t = self.timeline.clock()
+                    self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
+                                      ttft_s=round(st.first_token_t - st.started_t, 4))
+                    self._adopt(st)
+                st.text += delta
+                if self._adopted == st.sid:
+                    self.emit("append", delta)
+                    self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=delta)
+            self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text)
+        except asyncio.CancelledError:
+            raise
+        except LLMError as e:
+            self.stats["errors"] += 1
+            self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=str(e))
+            log.warning("oracle LLM stream %d failed: %s", st.sid, e)
+        finally:
+            self._live.pop(st.sid, None)
+
+    def _adopt(self, st: _Stream) -> None:
+        if self._adopted is not None and self._adopted > st.sid:
+            return  # a newer stream already speaks; this one is stale
+        for sid in [s for s in self._live if s < st.sid]:
+            self._cancel(sid, "older than adopted")
+        self._adopted = st.sid
+        self.stats["adoptions"] += 1
+        self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
+        self.emit("reset", "")
+
+    async def aclose(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        tasks = [st.task for st in self._live.values() if st.task is not None]
+        for sid in list(self._live):
+            self._cancel(sid, "session ended")
+        for t in tasks + ([self._ticker] if self._ticker else []):
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - already recorded
+                pass

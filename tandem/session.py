@@ -1,0 +1,250 @@
+"""One conversation: the 80 ms frame loop and the back-end around it.
+
+The frame loop is the only code that touches front-end (or cascade playback) state. Back-end
+work (the Listener process, LLM streams on the event loop, TTS on a thread) reaches it through
+events: transcript events update the scheduler as they arrive; oracle events wait in a queue
+that the loop drains before each frame within `event_budget_ms`. Nothing in the loop waits for
+the LLM or the Listener.
+
+Alignment: step k runs once input frame k has been fully heard, at session time (k+1) * 80 ms,
+and its output is played during the next frame, so it lands in output frame k+1, as a live
+duplex system would play it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import timeline as tl
+from .audio import FRAME_S, FRAME_SAMPLES
+from .cascade import CascadeResponder
+from .clock import SessionClock
+from .conversation import Conversation
+from .errors import FrontEndUnavailable
+from .frontend import FrontEnd, UserFrame
+from .listener.process import ListenerProcess
+from .llm.client import ChatClient
+from .oracle import OraclePolicy, OracleStream
+from .scheduler import OracleScheduler, SchedulerConfig
+from .tts import Voicer
+
+log = logging.getLogger(__name__)
+
+MODES = ("tandem", "frontend", "cascade")
+AUDIBLE = 0.01  # peak above which an output frame counts as assistant speech (-40 dBFS)
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    mode: str = "cascade"
+    pace: str = "realtime"  # or "fast" (see clock.py)
+    event_budget_ms: float = 2.0
+    scheduler: SchedulerConfig = SchedulerConfig()
+    cascade_max_tokens: int = 80
+
+
+class Session:
+    def __init__(self, config: SessionConfig, listener: ListenerProcess, client: ChatClient | None,
+                 voicer: Voicer | None = None, front_end: FrontEnd | None = None,
+                 oracle_policy: OraclePolicy | None = None, meta: dict[str, Any] | None = None) -> None:
+        if config.mode not in MODES:
+            raise ValueError(f"unknown mode {config.mode!r}; choose from {', '.join(MODES)}")
+        if config.mode in ("tandem", "frontend") and front_end is None:
+            raise FrontEndUnavailable(f"--mode {config.mode} needs a front-end, and none is configured")
+        if config.mode == "cascade" and voicer is None:
+            raise ValueError("cascade mode needs a TTS voicer")
+        self.config = config
+        self.sid = uuid.uuid4().hex[:12]
+        self.clock = SessionClock()
+        self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
+        self.listener = listener
+        self.client = client
+        self.voicer = voicer
+        if voicer is not None:
+            voicer.on_ready = lambda text, ms: self.timeline.add(tl.TTS_AUDIO, text=text, synth_ms=round(ms, 1))
+        self.front_end = front_end
+        self.conv = Conversation()
+        self._oracle_events: deque[tuple[str, str]] = deque()
+        self.oracle: OracleStream | None = None
+        self.scheduler: OracleScheduler | None = None
+        self.cascade: CascadeResponder | None = None
+        if config.mode == "tandem":
+            tok = front_end.tokenizer
+            self.oracle = OracleStream(tok.start_id, tok.pad_id, oracle_policy)
+            self.timeline.meta["oracle_policy"] = self.oracle.policy.name
+            self.timeline.meta["oracle_pad"] = tok.pad_id
+            if client is not None:
+                self.scheduler = OracleScheduler(client, self.conv, self.timeline, self._emit_oracle, config.scheduler)
+        elif config.mode == "cascade":
+            if client is None:
+                raise ValueError("cascade mode needs an LLM client")
+            self.cascade = CascadeResponder(client, voicer, self.conv, self.timeline, config.cascade_max_tokens)
+        # Listener state as last reported (updated on the event loop)
+        self.vad_prob = 0.0
+        self.in_speech = False
+        self.listener_busy = False
+        self.heard_s = 0.0
+        self._heard = asyncio.Event()
+        self._user_text = ""
+        self._user_text_sent = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- back-end plumbing ------------------------------------------------------------------
+    def _emit_oracle(self, kind: str, text: str) -> None:
+        self._oracle_events.append((kind, text))
+
+    def _on_listener_thread(self, msg: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._on_listener, msg)
+            except RuntimeError:
+                pass  # the loop closed between the check and the call
+
+    def _on_listener(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("kind")
+        if kind == "progress":
+            self.vad_prob = float(msg.get("vad_prob", 0.0))
+            self.in_speech = bool(msg.get("in_speech"))
+            self.listener_busy = bool(msg.get("busy"))
+            self.heard_s = float(msg.get("audio_s", 0.0))
+            self._heard.set()
+            return
+        data = {k: v for k, v in msg.items() if k not in ("sid", "kind")}
+        if kind == "vad_start":
+            self.timeline.add(tl.VAD_START, **data)
+        elif kind == "vad_end":
+            self.timeline.add(tl.VAD_END, **data)
+        elif kind in ("partial", "final"):
+            now = self.clock.now()
+            data["stale_s"] = round(now - float(msg["audio_s"]), 4)
+            self.timeline.add(tl.PARTIAL if kind == "partial" else tl.FINAL, t=now, **data)
+            text = msg.get("text", "")
+            backend = self.scheduler or self.cascade
+            if kind == "partial":
+                self._user_text = text
+                if backend is not None:
+                    backend.on_partial(text)
+                else:
+                    self.conv.on_partial(text)
+            else:
+                self._user_text = ""
+                self._user_text_sent = ""
+                if backend is not None:
+                    backend.on_final(text)
+                else:
+                    self.conv.on_final(text)
+        elif kind in ("error", "fatal"):
+            self.timeline.add(tl.ERROR, source="listener", error=msg.get("error"))
+            log.error("Listener: %s", msg.get("error"))
+
+    def _drain_oracle_events(self, frame: int) -> None:
+        if self.oracle is None:
+            self._oracle_events.clear()
+            return
+        budget_end = time.perf_counter() + self.config.event_budget_ms / 1e3
+        tok = self.front_end.tokenizer
+        while self._oracle_events and time.perf_counter() < budget_end:
+            kind, text = self._oracle_events.popleft()
+            if kind == "reset":
+                self.oracle.reset(frame)
+                self.timeline.add(tl.ORACLE_RESET)
+            else:
+                ids = tok.encode(text)
+                self.oracle.append(ids, frame)
+                self.timeline.add(tl.ORACLE_APPEND, text=text, tokens=ids)
+
+    def backend_idle(self) -> bool:
+        busy = self.in_speech or self.listener_busy
+        busy |= bool(self.scheduler and self.scheduler.in_flight) or bool(self.cascade and self.cascade.in_flight)
+        busy |= bool(self.voicer and self.voicer.synthesizing)
+        return not busy
+
+    # -- the frame loop ----------------------------------------------------------------------
+    def _user_frame(self, audio: np.ndarray) -> UserFrame:
+        text = self._user_text
+        new = ""
+        if text != self._user_text_sent:
+            new = text[len(self._user_text_sent):] if text.startswith(self._user_text_sent) else text
+            self._user_text_sent = text
+        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech,
+                         new_text=new, transcript=text)
+
+    def _respond(self, k: int, audio: np.ndarray) -> tuple[np.ndarray, list[str], int]:
+        if self.cascade is not None:
+            out, texts = self.cascade.step()
+            return out, texts, -1
+        otok = self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
+        res = self.front_end.step(self._user_frame(audio), otok)
+        return res.audio, res.text, otok
+
+    async def _wait_heard(self, upto_s: float) -> None:
+        deadline = time.perf_counter() + 1.0  # a Listener that stopped answering must not hang the run
+        while self.heard_s < upto_s and time.perf_counter() < deadline:
+            self._heard.clear()
+            try:
+                await asyncio.wait_for(self._heard.wait(), timeout=0.05)
+            except asyncio.TimeoutError:
+                pass
+
+    async def run(self, frames: np.ndarray) -> np.ndarray:
+        """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio."""
+        self._loop = asyncio.get_running_loop()
+        n = len(frames)
+        out = np.zeros((n + 1, FRAME_SAMPLES), dtype=np.float32)
+        self.listener.open(self.sid, self._on_listener_thread)
+        if self.scheduler is not None:
+            self.scheduler.start()
+        if self.front_end is not None:
+            self.front_end.reset()
+        fast = self.config.pace == "fast"
+        silent_frames = 10**9
+        try:
+            for k in range(n):
+                deadline = (k + 1) * FRAME_S
+                if fast:
+                    await self._wait_heard(k * FRAME_S - 0.05)
+                    if self.backend_idle():
+                        self.clock.skip_to(deadline)
+                await self.clock.sleep_until(deadline)
+                t0 = self.clock.now()
+                p0 = time.perf_counter()
+                self.timeline.current_frame = k
+                self.listener.feed(self.sid, frames[k])
+                self._drain_oracle_events(k)
+                audio, texts, otok = self._respond(k, frames[k])
+                out[k + 1] = audio
+                for text in texts:
+                    self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
+                    self.conv.on_assistant(text)
+                if float(np.max(np.abs(audio))) > AUDIBLE:
+                    if silent_frames >= 6:  # a new stretch of assistant speech after >= 0.5 s of silence
+                        self.timeline.add(tl.ASSISTANT_AUDIO_START, t=deadline + FRAME_S, out_frame=k + 1)
+                    silent_frames = 0
+                else:
+                    silent_frames += 1
+                step_ms = (time.perf_counter() - p0) * 1e3
+                self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts))
+                await asyncio.sleep(0)  # let back-end callbacks run even when the loop is behind
+        finally:
+            await self.close()
+        return out.reshape(-1)
+
+    async def close(self) -> None:
+        self.listener.close(self.sid)
+        if self.scheduler is not None:
+            await self.scheduler.aclose()
+        if self.cascade is not None:
+            await self.cascade.aclose()
+        stats = (self.scheduler or self.cascade).stats if (self.scheduler or self.cascade) else {}
+        self.timeline.meta["llm_stats"] = dict(stats)
+        if self.oracle is not None:
+            self.timeline.meta["oracle_tokens_fed"] = int(sum(1 for t in self.timeline.frame_oracle
+                                                              if t not in (-1, self.oracle.pad_token)))

@@ -1,0 +1,82 @@
+"""A record of everything that happened in a session, stamped with frame index and session time.
+
+Schema (docs/TIMELINE.md): {"version", "meta", "events": [{"t", "frame", "kind", ...}],
+"frames": {"t": [...], "late_ms": [...], "step_ms": [...], "oracle_token": [...], "text": [...]}}.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+SCHEMA_VERSION = 1
+
+# Event kinds, one place so the plot, the docs and the benchmark agree on names.
+VAD_START = "vad_start"
+VAD_END = "vad_end"
+PARTIAL = "partial"
+FINAL = "final"
+LLM_START = "llm_start"
+LLM_FIRST_TOKEN = "llm_first_token"
+LLM_CHUNK = "llm_chunk"
+LLM_CANCEL = "llm_cancel"
+LLM_ADOPT = "llm_adopt"
+LLM_DONE = "llm_done"
+LLM_ERROR = "llm_error"
+ORACLE_RESET = "oracle_reset"
+ORACLE_APPEND = "oracle_append"
+TTS_START = "tts_start"
+TTS_AUDIO = "tts_audio"
+ASSISTANT_TEXT = "assistant_text"
+ASSISTANT_AUDIO_START = "assistant_audio_start"
+ERROR = "error"
+
+
+@dataclass
+class Timeline:
+    clock: Callable[[], float]
+    meta: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    frame_t: list[float] = field(default_factory=list)
+    frame_late_ms: list[float] = field(default_factory=list)
+    frame_step_ms: list[float] = field(default_factory=list)
+    frame_oracle: list[int] = field(default_factory=list)
+    frame_text: list[str] = field(default_factory=list)
+    current_frame: int = 0
+
+    def add(self, kind: str, t: float | None = None, **data: Any) -> dict[str, Any]:
+        ev = {"t": round(self.clock() if t is None else t, 4), "frame": self.current_frame, "kind": kind, **data}
+        self.events.append(ev)
+        return ev
+
+    def add_frame(self, t: float, late_ms: float, step_ms: float, oracle_token: int, text: str) -> None:
+        self.frame_t.append(round(t, 4))
+        self.frame_late_ms.append(round(late_ms, 3))
+        self.frame_step_ms.append(round(step_ms, 3))
+        self.frame_oracle.append(int(oracle_token))
+        self.frame_text.append(text)
+
+    def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["kind"] in kinds]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": SCHEMA_VERSION,
+            "meta": self.meta,
+            "events": self.events,
+            "frames": {
+                "t": self.frame_t,
+                "late_ms": self.frame_late_ms,
+                "step_ms": self.frame_step_ms,
+                "oracle_token": self.frame_oracle,
+                "text": self.frame_text,
+            },
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False))
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())

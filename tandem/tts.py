@@ -1,0 +1,144 @@
+"""Speech synthesis off the frame loop: text segments in, 80 ms frames of audio out.
+
+A `Voicer` owns one synthesis thread; the frame loop only enqueues text and pulls samples
+(both O(1), never waiting). A new TTS engine plugs in by implementing `TTS`.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .audio import FRAME_SAMPLES, SAMPLE_RATE, resample
+
+log = logging.getLogger(__name__)
+
+
+class TTS(Protocol):
+    sample_rate: int
+
+    def synthesize(self, text: str) -> np.ndarray:
+        """float32 mono audio at `sample_rate` for one segment of text."""
+        ...
+
+
+class HibariTTS:
+    """hibari-tts (24 kHz, int8 ONNX, about 8 MB): the assistant's embedded voice."""
+
+    sample_rate = 24_000
+
+    def __init__(self, voice: str = "heart", threads: int = 1, seed: int = 0) -> None:
+        from hibari import Hibari
+
+        self._tts = Hibari(voice=voice, threads=threads)
+        self._seed = seed
+        self._tts("Ready.", seed=seed)  # loads the G2P lexicons and warms the ONNX session
+
+    def synthesize(self, text: str) -> np.ndarray:
+        return self._tts(text, seed=self._seed)
+
+
+def trim_leading_silence(audio: np.ndarray, threshold: float = 0.003, keep_s: float = 0.02) -> np.ndarray:
+    """Drop the quiet lead-in some TTS models put before the first phoneme: it is pure latency."""
+    loud = np.flatnonzero(np.abs(audio) > threshold)
+    if not len(loud):
+        return audio
+    return audio[max(0, int(loud[0]) - int(keep_s * SAMPLE_RATE)):]
+
+
+@dataclass
+class _Segment:
+    text: str
+    audio: np.ndarray
+    pos: int = 0
+    announced: bool = False
+
+
+class Voicer:
+    """Queue of text segments voiced in order by a background thread."""
+
+    def __init__(self, tts: TTS, on_ready: Callable[[str, float], None] | None = None) -> None:
+        self.tts = tts
+        self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue()
+        self._ready: deque[_Segment] = deque()
+        self._generation = 0  # bumped by clear(); stale syntheses are thrown away
+        self._pending = 0
+        self._lock = threading.Lock()
+        self.on_ready = on_ready
+        self._thread = threading.Thread(target=self._work, name="voicer", daemon=True)
+        self._thread.start()
+
+    def say(self, text: str) -> None:
+        if text.strip():
+            with self._lock:
+                self._pending += 1
+                gen = self._generation
+            self._todo.put((gen, text.strip()))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._ready.clear()
+
+    @property
+    def busy(self) -> bool:
+        """True while something is being synthesized or waits to be played."""
+        with self._lock:
+            return self._pending > 0 or bool(self._ready)
+
+    @property
+    def synthesizing(self) -> bool:
+        with self._lock:
+            return self._pending > 0
+
+    def pull(self, n: int = FRAME_SAMPLES) -> tuple[np.ndarray, list[str]]:
+        """The next n samples (zeros where nothing is ready) and the texts whose audio starts in them."""
+        out = np.zeros(n, dtype=np.float32)
+        started: list[str] = []
+        filled = 0
+        with self._lock:
+            while filled < n and self._ready:
+                seg = self._ready[0]
+                if not seg.announced:
+                    seg.announced = True
+                    started.append(seg.text)
+                take = min(n - filled, len(seg.audio) - seg.pos)
+                out[filled: filled + take] = seg.audio[seg.pos: seg.pos + take]
+                seg.pos += take
+                filled += take
+                if seg.pos >= len(seg.audio):
+                    self._ready.popleft()
+        return out, started
+
+    def close(self) -> None:
+        self._todo.put(None)
+        self._thread.join(timeout=5)
+
+    def _work(self) -> None:
+        while True:
+            item = self._todo.get()
+            if item is None:
+                return
+            gen, text = item
+            t0 = time.perf_counter()
+            try:
+                audio = self.tts.synthesize(text)
+                if getattr(self.tts, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
+                    audio = resample(audio, self.tts.sample_rate, SAMPLE_RATE)
+            except Exception as e:  # noqa: BLE001 - a bad sentence must not silence the rest
+                log.error("TTS failed on %r: %s", text[:60], e)
+                audio = np.zeros(0, np.float32)
+            audio = trim_leading_silence(np.asarray(audio, np.float32))
+            ms = (time.perf_counter() - t0) * 1e3
+            with self._lock:
+                self._pending -= 1
+                if gen == self._generation and len(audio):
+                    self._ready.append(_Segment(text, np.asarray(audio, np.float32)))
+            if self.on_ready is not None:
+                self.on_ready(text, ms)

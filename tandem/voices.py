@@ -1,0 +1,42 @@
+"""Test voices that are not the assistant's: Debian's flite, espeak-ng and festival, for spoken questions."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from .audio import SAMPLE_RATE, resample
+from .errors import TandemError
+
+VOICES = {
+    "festival": ("text2wave", "Debian packages festival festvox-us-slt-hts"),
+    "flite": ("flite", "Debian package flite"),
+    "espeak": ("espeak-ng", "Debian package espeak-ng"),
+}
+
+
+def speak(text: str, voice: str = "festival", lead_s: float = 0.5, tail_s: float = 3.0) -> np.ndarray:
+    """24 kHz float32 of `text` in a test voice, with silence before and after."""
+    if voice not in VOICES:
+        raise TandemError(f"unknown test voice {voice!r}; choose from {', '.join(VOICES)}")
+    exe, pkg = VOICES[voice]
+    if shutil.which(exe) is None:
+        raise TandemError(f"test voice {voice!r} needs {exe} ({pkg}); install it with apt-get")
+    with tempfile.TemporaryDirectory() as d:
+        wav = Path(d) / "q.wav"
+        if voice == "festival":
+            cmd = [exe, "-eval", "(voice_cmu_us_slt_arctic_hts)", "-o", str(wav)]
+            subprocess.run(cmd, input=text.encode(), check=True, capture_output=True, timeout=60)
+        elif voice == "flite":
+            subprocess.run([exe, "-voice", "slt", "-t", text, "-o", str(wav)], check=True, capture_output=True, timeout=60)
+        else:
+            subprocess.run([exe, "-v", "en-us", "-s", "160", "-w", str(wav), text], check=True, capture_output=True, timeout=60)
+        data, rate = sf.read(str(wav), dtype="float32", always_2d=True)
+    speech = resample(data.mean(axis=1), rate, SAMPLE_RATE)
+    speech = speech / max(1e-6, float(np.max(np.abs(speech)))) * 0.8
+    return np.concatenate([np.zeros(int(lead_s * SAMPLE_RATE), np.float32), speech,
+                           np.zeros(int(tail_s * SAMPLE_RATE), np.float32)])
