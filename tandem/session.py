@@ -92,6 +92,7 @@ class Session:
         self.listener_busy = False
         self.heard_s = 0.0
         self._heard = asyncio.Event()
+        self._listener_stalled = False
         self._user_text = ""
         self._user_text_sent = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -186,8 +187,15 @@ class Session:
         return res.audio, res.text, otok
 
     async def _wait_heard(self, upto_s: float) -> None:
-        deadline = time.perf_counter() + 1.0  # a Listener that stopped answering must not hang the run
-        while self.heard_s < upto_s and time.perf_counter() < deadline:
+        if self._listener_stalled:
+            return
+        deadline = time.perf_counter() + 2.0
+        while self.heard_s < upto_s:
+            if time.perf_counter() > deadline:  # a Listener that stopped answering must not hang the run
+                self._listener_stalled = True
+                self.timeline.add(tl.ERROR, source="listener", error="Listener stopped acknowledging audio; "
+                                  "fast pace falls back to real time")
+                return
             self._heard.clear()
             try:
                 await asyncio.wait_for(self._heard.wait(), timeout=0.05)
@@ -211,7 +219,7 @@ class Session:
                 deadline = (k + 1) * FRAME_S
                 if fast:
                     await self._wait_heard(k * FRAME_S - 0.05)
-                    if self.backend_idle():
+                    if self.backend_idle() and not self._listener_stalled:
                         self.clock.skip_to(deadline)
                 await self.clock.sleep_until(deadline)
                 t0 = self.clock.now()

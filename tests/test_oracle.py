@@ -1,0 +1,75 @@
+from tandem.oracle import KamePolicy, LatePlaybackPolicy, OracleStream, make_policy
+
+PAD, START = 0, 99
+
+
+def feed(stream: OracleStream, frames: range) -> list[int]:
+    return [stream.token(f) for f in frames]
+
+
+def test_pad_before_any_reset():
+    s = OracleStream(START, PAD)
+    assert feed(s, range(5)) == [PAD] * 5
+
+
+def test_reset_pins_start_token_to_current_frame_then_one_token_per_frame_then_pad():
+    s = OracleStream(START, PAD)
+    assert feed(s, range(0, 3)) == [PAD] * 3
+    s.reset(3)
+    s.append([10, 11, 12], 3)
+    assert feed(s, range(3, 9)) == [START, 10, 11, 12, PAD, PAD]
+
+
+def test_tokens_arriving_in_time_are_played_in_their_slots():
+    s = OracleStream(START, PAD)
+    s.reset(0)
+    out = [s.token(0)]
+    s.append([10], 1)  # slot 1 not yet fed
+    out.append(s.token(1))
+    out.append(s.token(2))  # nothing for slot 2 yet
+    s.append([11, 12], 3)  # slot 2 passed: 11 is late, 12 lands on frame 3
+    out += feed(s, range(3, 5))
+    assert out == [START, 10, PAD, 12, PAD]
+    assert s.buf.dropped == 1
+
+
+def test_late_tokens_are_never_fed():
+    s = OracleStream(START, PAD)
+    s.reset(0)
+    assert feed(s, range(0, 5)) == [START, PAD, PAD, PAD, PAD]
+    s.append([10, 11, 12, 13, 14, 15], 5)  # indices 1..4 passed, 5 and 6 still ahead
+    assert feed(s, range(5, 9)) == [14, 15, PAD, PAD]
+    assert s.buf.dropped == 4
+
+
+def test_replacement_midway_restarts_from_the_new_start_token():
+    s = OracleStream(START, PAD)
+    s.reset(0)
+    s.append([10, 11, 12, 13], 0)
+    assert feed(s, range(0, 3)) == [START, 10, 11]
+    s.reset(3)
+    s.append([20, 21], 3)
+    assert feed(s, range(3, 7)) == [START, 20, 21, PAD]
+
+
+def test_append_without_reset_is_ignored():
+    s = OracleStream(START, PAD)
+    s.append([10, 11], 0)
+    assert feed(s, range(3)) == [PAD] * 3
+
+
+def test_late_playback_policy_plays_late_tokens_in_order():
+    s = OracleStream(START, PAD, LatePlaybackPolicy())
+    s.reset(0)
+    assert feed(s, range(0, 3)) == [START, PAD, PAD]
+    s.append([10, 11, 12], 3)
+    assert feed(s, range(3, 7)) == [10, 11, 12, PAD]
+
+
+def test_make_policy_names():
+    assert isinstance(make_policy("kame"), KamePolicy)
+    assert make_policy("late-playback").name == "late-playback"
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown oracle policy"):
+        make_policy("nope")

@@ -1,0 +1,105 @@
+import asyncio
+import time
+
+from fakes import FakeLLMBehaviour, FakeOpenAIServer
+from tandem import timeline as tl
+from tandem.conversation import Conversation
+from tandem.llm.client import ChatClient, LLMConfig
+from tandem.scheduler import OracleScheduler, SchedulerConfig
+
+
+def make(srv, **cfg):
+    t0 = time.perf_counter()
+    timeline = tl.Timeline(lambda: time.perf_counter() - t0)
+    emitted: list[tuple[str, str]] = []
+    sched = OracleScheduler(ChatClient(LLMConfig(url=srv.url, model="m")), Conversation(), timeline,
+                            lambda k, t: emitted.append((k, t)), SchedulerConfig(**cfg))
+    return sched, timeline, emitted
+
+
+async def test_starts_on_two_new_words_not_on_one():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what")
+        sched.check()
+        assert sched.stats["starts"] == 0
+        sched.on_partial("what is")
+        sched.check()
+        assert sched.stats["starts"] == 1
+        sched.on_partial("what is the")
+        sched.check()
+        assert sched.stats["starts"] == 1, "one more word is not enough"
+        await asyncio.sleep(0.2)
+        assert emitted[0] == ("reset", "")
+        assert "".join(t for k, t in emitted if k == "append") == "The answer is Paris."
+        prompt = srv.requests[0]["body"]["messages"][-1]["content"]
+        assert prompt.endswith("user: what is")
+        await sched.aclose()
+
+
+async def test_final_starts_a_stream_even_without_new_words():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is paris")
+        sched.check()
+        sched.on_final("what is paris")
+        assert sched.stats["starts"] == 2
+        await sched.aclose()
+
+
+async def test_restart_cancels_the_superseded_stream_and_only_the_new_one_speaks():
+    slow = FakeLLMBehaviour(tokens=[f" a{i}" for i in range(50)], token_delay_s=0.02)
+    with FakeOpenAIServer(slow) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("one two")
+        sched.check()
+        await asyncio.sleep(0.15)
+        sched.on_partial("one two three four")
+        sched.check()
+        await asyncio.sleep(0.15)
+        cancels = timeline.of_kind(tl.LLM_CANCEL)
+        assert [c["stream"] for c in cancels] == [1]
+        resets = [i for i, (k, _) in enumerate(emitted) if k == "reset"]
+        assert len(resets) == 2
+        await sched.aclose()
+        await asyncio.sleep(0.2)
+        assert srv.disconnects == 2, "cancelled requests must be closed at the server"
+
+
+async def test_rate_limit_caps_starts_per_window():
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=1.0)) as srv:
+        sched, _, _ = make(srv, max_starts=3, window_s=2.0)
+        words = []
+        for i in range(6):
+            words += ["w", "x"]
+            sched.on_partial(" ".join(words))
+            sched.check()
+        assert sched.stats["starts"] == 3
+        assert sched.stats["rate_limited"] == 3
+        await sched.aclose()
+
+
+async def test_concurrent_streams_adopt_the_first_to_emit_and_cancel_older():
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=0.3)) as srv:
+        sched, timeline, emitted = make(srv, max_concurrent=3)
+        sched.on_partial("a b")
+        sched.check()
+        sched.on_partial("a b c d")
+        sched.check()
+        assert sched.stats["starts"] == 2 and sched.stats["cancels"] == 0
+        await asyncio.sleep(0.6)
+        adopted = [e["stream"] for e in timeline.of_kind(tl.LLM_ADOPT)]
+        assert adopted[-1] == 2
+        # stream 1 may be adopted first if it emits first; it must then be cancelled by stream 2's adoption
+        assert all(k != "append" or t for k, t in emitted)
+        await sched.aclose()
+
+
+async def test_errors_are_recorded_and_do_not_raise():
+    with FakeOpenAIServer(FakeLLMBehaviour(status=500)) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("hello there")
+        await asyncio.sleep(0.2)
+        assert timeline.of_kind(tl.LLM_ERROR)
+        assert emitted == []
+        await sched.aclose()

@@ -1,0 +1,116 @@
+import time
+
+import numpy as np
+import pytest
+
+from fakes import FakeFrontEnd, FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTTS
+from tandem import timeline as tl
+from tandem.audio import FRAME_SAMPLES
+from tandem.cascade import COULD_NOT_ANSWER
+from tandem.errors import FrontEndUnavailable
+from tandem.llm.client import ChatClient, LLMConfig
+from tandem.llm.local_server import free_port
+from tandem.metrics import frame_health
+from tandem.session import Session, SessionConfig
+from tandem.tts import Voicer
+
+QUESTION = [
+    (0.5, {"kind": "vad_start", "audio_s": 0.4}),
+    (0.9, {"kind": "partial", "text": "what is", "audio_start_s": 0.2, "audio_s": 0.9}),
+    (1.3, {"kind": "partial", "text": "what is the capital", "audio_start_s": 0.2, "audio_s": 1.3}),
+    (2.0, {"kind": "vad_end", "audio_s": 1.6, "speech_s": 1.2}),
+    (2.0, {"kind": "final", "text": "what is the capital of France", "audio_start_s": 0.2, "audio_s": 1.7}),
+]
+
+
+def frames(secs: float) -> np.ndarray:
+    n = int(secs / 0.08)
+    return np.zeros((n, FRAME_SAMPLES), np.float32)
+
+
+async def run(mode, srv_url, secs=4.0, fe=None, tts=None, pace="realtime", script=QUESTION):
+    client = ChatClient(LLMConfig(url=srv_url, model="m")) if srv_url else None
+    voicer = Voicer(tts) if tts else None
+    sess = Session(SessionConfig(mode=mode, pace=pace), FakeListener(list(script), in_speech_until=1.7), client,
+                   voicer=voicer, front_end=fe)
+    t0 = time.perf_counter()
+    out = await sess.run(frames(secs))
+    wall = time.perf_counter() - t0
+    if voicer:
+        voicer.close()
+    if client:
+        await client.aclose()
+    return sess, out, wall
+
+
+def test_tandem_and_frontend_modes_refuse_to_run_without_a_front_end():
+    for mode in ("tandem", "frontend"):
+        with pytest.raises(FrontEndUnavailable, match="needs a front-end"):
+            Session(SessionConfig(mode=mode), FakeListener(), None)
+
+
+async def test_tandem_feeds_oracle_tokens_from_the_llm_stream_in_frame_order():
+    with FakeOpenAIServer() as srv:
+        fe = FakeFrontEnd()
+        sess, out, _ = await run("tandem", srv.url, fe=fe)
+    start = fe.fed.index(fe.tokenizer.start_id)
+    words = [fe.tokenizer.decode([t]) for t in fe.fed[start + 1:] if t > 1]
+    assert words[:4] == ["The", "answer", "is", "Paris"]
+    assert sess.timeline.of_kind(tl.ORACLE_RESET) and sess.timeline.of_kind(tl.ORACLE_APPEND)
+    # the front-end was told what the Listener heard
+    assert any(f.transcript == "what is the capital" for f in fe.frames)
+    assert any(f.in_speech for f in fe.frames) and not fe.frames[-1].in_speech
+    d = sess.timeline.to_dict()
+    assert len(d["frames"]["oracle_token"]) == len(frames(4.0))
+    assert all(isinstance(e["frame"], int) for e in d["events"])
+
+
+async def test_slow_llm_never_delays_a_frame():
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=1.5, token_delay_s=0.05)) as srv:
+        sess, _, wall = await run("tandem", srv.url, secs=4.0, fe=FakeFrontEnd())
+    health = frame_health(sess.timeline.to_dict())
+    assert health["deadline_misses"] == 0
+    assert health["late_p99_ms"] < 20
+    assert wall == pytest.approx(4.0, abs=0.4), "realtime pace must take real time"
+
+
+async def test_cascade_speaks_after_the_final_and_output_is_aligned():
+    with FakeOpenAIServer() as srv:
+        sess, out, _ = await run("cascade", srv.url, tts=FakeTTS())
+    final_t = sess.timeline.of_kind(tl.FINAL)[0]["t"]
+    loud = np.flatnonzero(np.abs(out) > 0.01)
+    assert len(loud), "the cascade must answer"
+    first_audio_s = loud[0] / 24000
+    assert final_t < first_audio_s < final_t + 0.5
+    assert loud[0] % FRAME_SAMPLES < 5, "assistant audio starts on a frame boundary"
+    texts = [e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT)]
+    assert texts == ["The answer is Paris."]
+    assert sess.timeline.of_kind(tl.ASSISTANT_AUDIO_START)
+
+
+async def test_cascade_says_it_could_not_answer_when_the_llm_is_unreachable():
+    sess, out, _ = await run("cascade", f"http://127.0.0.1:{free_port()}/v1", tts=FakeTTS())
+    assert sess.timeline.of_kind(tl.LLM_ERROR)
+    texts = [e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT)]
+    assert texts == [COULD_NOT_ANSWER]
+    assert frame_health(sess.timeline.to_dict())["deadline_misses"] == 0
+
+
+async def test_cascade_with_llm_erroring_midstream_speaks_what_it_had_and_says_so():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Paris", " is", " nice.", " And", " more"], error_after=4)) as srv:
+        sess, _, _ = await run("cascade", srv.url, tts=FakeTTS())
+    texts = [e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT)]
+    assert texts[0] == "Paris is nice."
+    assert texts[-1] == COULD_NOT_ANSWER
+
+
+async def test_fast_pace_skips_idle_time_but_not_backend_time():
+    script = [(0.3, {"kind": "final", "text": "hello there friend", "audio_start_s": 0.0, "audio_s": 0.3})]
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=0.5)) as srv:
+        sess, out, wall = await run("cascade", srv.url, secs=8.0, tts=FakeTTS(), pace="fast", script=script)
+    assert wall < 4.0, "8 s of mostly idle audio must run faster than real time"
+    ttft = sess.timeline.of_kind(tl.LLM_FIRST_TOKEN)[0]["ttft_s"]
+    assert ttft >= 0.5, "back-end latency stays real on the session clock"
+    onset = sess.timeline.of_kind(tl.ASSISTANT_AUDIO_START)[0]["t"]
+    assert onset >= 0.3 + 0.5
+    assert np.max(np.abs(out)) > 0.1
