@@ -1,0 +1,107 @@
+"""The real Listener parts: Silero VAD, Whisper with the short encoder context, and the process."""
+import queue
+import time
+
+import numpy as np
+
+from tandem.audio import FRAME_SAMPLES, frames_of, resample
+from tandem.listener.process import ListenerProcess
+from tandem.listener.vad import VadConfig, VadSegmenter
+from tandem.listener.whisper import ShortContextWhisper
+
+
+def speech_bounds(x: np.ndarray, rate: int) -> tuple[float, float]:
+    loud = np.flatnonzero(np.abs(x) > 0.02)
+    return loud[0] / rate, loud[-1] / rate
+
+
+def test_vad_finds_one_segment_and_its_end(spoken_question):
+    x16 = resample(spoken_question, 24000, 16000)
+    seg = VadSegmenter()
+    events = []
+    for i in range(0, len(x16), 1280):
+        events += seg.feed(x16[i:i + 1280])[1]
+    kinds = [e.kind for e in events]
+    assert kinds == ["start", "end"]
+    s, e = speech_bounds(x16, 16000)
+    assert abs(events[0].sample / 16000 - s) < 0.25
+    assert abs(events[1].sample / 16000 - e) < 0.25
+
+
+def test_a_short_pause_inside_a_turn_does_not_end_it(spoken_question):
+    x = resample(spoken_question, 24000, 16000)
+    s, e = speech_bounds(x, 16000)
+    mid = int((s + e) / 2 * 16000)
+    # 0.3 s of silence inside the question, below the 0.4 s endpoint rule
+    y = np.concatenate([x[:mid], np.zeros(int(0.3 * 16000), np.float32), x[mid:]])
+    seg = VadSegmenter(VadConfig(min_silence_s=0.4))
+    events = seg.feed(y)[1]
+    assert [ev.kind for ev in events] == ["start", "end"]
+
+
+def test_short_context_whisper_transcribes_and_is_cheap(spoken_question):
+    w = ShortContextWhisper()
+    x16 = resample(spoken_question, 24000, 16000)
+    w.transcribe(x16[:16000])
+    tr = w.transcribe(x16)
+    full = w.transcribe(x16, full_context=True)
+    assert "capital of france" in tr.text.lower()
+    assert tr.text.lower().strip(" .?") == full.text.lower().strip(" .?")
+    assert tr.decode_ms < full.decode_ms, "the short context must be cheaper than 30 s of padding"
+
+
+def test_listener_process_gives_partials_then_a_final(spoken_question):
+    got: "queue.Queue[dict]" = queue.Queue()
+    with ListenerProcess() as lp:
+        lp.open("s1", got.put)
+        for f in frames_of(spoken_question):
+            lp.feed("s1", f)
+            time.sleep(0.01)  # faster than real time, slow enough for partials to be decoded
+        events = []
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                ev = got.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            events.append(ev)
+            if ev["kind"] == "final":
+                break
+        lp.close("s1")
+    kinds = [e["kind"] for e in events if e["kind"] != "progress"]
+    assert kinds[0] == "vad_start"
+    assert "partial" in kinds
+    assert kinds[-2:] == ["vad_end", "final"]
+    final = events[-1]
+    assert "capital of france" in final["text"].lower()
+    assert final["audio_s"] <= len(spoken_question) / 24000
+    progress = [e for e in events if e["kind"] == "progress"]
+    assert progress and all(0.0 <= p["vad_prob"] <= 1.0 for p in progress)
+
+
+def test_listener_isolates_streams_and_survives_bad_messages(spoken_question):
+    a: "queue.Queue[dict]" = queue.Queue()
+    b: "queue.Queue[dict]" = queue.Queue()
+    with ListenerProcess() as lp:
+        lp.open("a", a.put)
+        lp.open("b", b.put)
+        lp._inbox.put(("audio", "a", "not audio"))  # a malformed message must not kill the worker
+        silence = np.zeros(FRAME_SAMPLES, np.float32)
+        for f in frames_of(spoken_question):
+            lp.feed("a", f)
+            lp.feed("b", silence)
+            time.sleep(0.005)
+        deadline = time.time() + 20
+        finals = []
+        while time.time() < deadline and not finals:
+            try:
+                ev = a.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if ev["kind"] == "final":
+                finals.append(ev)
+        b_events = []
+        while not b.empty():
+            b_events.append(b.get())
+    assert finals and "france" in finals[0]["text"].lower()
+    assert {e["kind"] for e in b_events} == {"progress"}, "silence on stream b must produce no speech events"
