@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None)
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
     b.add_argument("--policy", default="kame")
+    b.add_argument("--front-end", default="compact")
+    b.add_argument("--llm-load", action="store_true",
+                   help="keep a second embedded LLM generating during the runs (Listener under load)")
     _add_llm_args(b)
     return ap
 

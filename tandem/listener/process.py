@@ -105,8 +105,9 @@ class ListenerProcess:
             self._outbox.put(None)  # wake the reader so it ends
             if self._reader is not None:
                 self._reader.join(timeout=2)
-            self._inbox.cancel_join_thread()
-            self._outbox.cancel_join_thread()
+            for q in (self._inbox, self._outbox):
+                q.close()
+                q.join_thread()
 
     def __enter__(self) -> "ListenerProcess":
         return self.start()

@@ -1,0 +1,267 @@
+"""`tandem bench`: the same spoken questions through each mode, paced in real time, scored.
+
+Each question is spoken by a test voice (not the assistant's), padded with silence, written to
+DIR/audio, and the very same file goes through every mode. The assistant channel is transcribed
+with word times to find the answer; latencies are measured from the end of the user's speech
+in the input signal.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .audio import InputAudio, write_mono
+from .errors import TandemError
+from .metrics import summarize
+from .runner import run_session, write_outputs
+from .scoring import Transcriber, find_answer, onset_after, speech_end_of
+from .session import SessionConfig
+from .stack import Stack, StackConfig
+
+log = logging.getLogger(__name__)
+
+NUMERIC = ["onset_s", "answer_s", "final_latency_s", "vad_end_delay_s", "partial_stale_median_s", "llm_ttft_s",
+           "tts_first_audio_s", "late_p50_ms", "late_p99_ms", "step_p50_ms", "step_p99_ms"]
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    answers: list[str]
+
+
+def load_questions(path: Path, limit: int | None) -> list[Question]:
+    if not path.exists():
+        raise TandemError(f"questions file not found: {path}")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            out.append(Question(str(obj["id"]), str(obj["question"]), [str(a) for a in obj["answers"]]))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise TandemError(f"{path}:{i}: not a question object with id, question, answers ({e})") from None
+    if not out:
+        raise TandemError(f"no questions in {path}")
+    return out[:limit] if limit else out
+
+
+class MemorySampler:
+    """Peak resident memory of this process and the stack's processes, summed, sampled every 0.25 s."""
+
+    def __init__(self, pids: list[int]) -> None:
+        import psutil
+
+        self._procs = [psutil.Process(p) for p in pids]
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            total = 0
+            for p in self._procs:
+                try:
+                    total += p.memory_info().rss
+                except Exception:  # noqa: BLE001 - a process that ended counts as zero
+                    pass
+            self.peak_mb = max(self.peak_mb, total / 2**20)
+
+    def __enter__(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class LLMLoad:
+    """Keeps a second embedded LLM server generating back to back, to measure the Listener under load."""
+
+    def __init__(self) -> None:
+        from .llm.local_server import LocalLlamaServer
+
+        self.server = LocalLlamaServer()
+        self._stop = threading.Event()
+        self.tokens = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import httpx
+
+        body = {"model": self.server.model, "stream": True, "max_tokens": 200,
+                "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]}
+        while not self._stop.is_set():
+            try:
+                with httpx.stream("POST", f"{self.server.url}/chat/completions", json=body, timeout=30) as r:
+                    for line in r.iter_lines():
+                        if self._stop.is_set():
+                            break
+                        if line.startswith("data:") and "content" in line:
+                            self.tokens += 1
+            except Exception:  # noqa: BLE001 - the load is best effort
+                time.sleep(0.2)
+
+    def __enter__(self) -> "LLMLoad":
+        self.server.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.server.stop()
+
+
+def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Question,
+              transcriber: Transcriber) -> dict[str, Any]:
+    s = summarize(tl)
+    end = speech_end_of(user)
+    words = transcriber.words(assistant)
+    said = " ".join(w.text for w in words)
+    hit = find_answer(words, q.answers, after=end or 0.0)
+    onset = onset_after(assistant, end) if end is not None else None
+    return {
+        **s,
+        "speech_end_s": round(end, 3) if end is not None else None,
+        "onset_s": round(onset, 3) if onset is not None else None,
+        "answer_s": round(hit.start - end, 3) if hit and end is not None else None,
+        "correct": hit is not None,
+        "said": said,
+        "said_text": s["said"],
+    }
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return round(float(np.median(xs)), 4) if xs else None
+
+
+def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode in dict.fromkeys(r["mode"] for r in runs):
+        rs = [r for r in runs if r["mode"] == mode]
+        ok = [r for r in rs if not r.get("failed")]
+        m: dict[str, Any] = {"runs": len(rs), "failed": len(rs) - len(ok),
+                             "correct_rate": round(sum(r["correct"] for r in ok) / len(rs), 4) if rs else None,
+                             "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok))}
+        for key in NUMERIC:
+            m[f"{key}_median"] = _median([r.get(key) for r in ok])
+        m["late_p99_ms_max"] = max([r.get("late_p99_ms", 0.0) for r in ok], default=None)
+        m["final_latency_s_max"] = max([r["final_latency_s"] for r in ok if r.get("final_latency_s") is not None], default=None)
+        out[mode] = m
+    return out
+
+
+def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any]) -> None:
+    keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
+            "final_latency_s_max", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
+            "tts_first_audio_s_median", "late_p99_ms_max", "deadline_misses"]
+    modes = list(summary)
+    lines = ["| measure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(str(summary[m].get(k)) for m in modes) + " |")
+    lines.append("")
+    for k, v in extra.items():
+        lines.append(f"- {k}: {v}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def plot_latencies(path: Path, runs: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(dict.fromkeys(r["mode"] for r in runs))
+    keys = [("onset_s", "onset latency (s)"), ("answer_s", "answer latency (s)"), ("final_latency_s", "final transcript after speech end (s)")]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5))
+    for ax, (k, label) in zip(axes, keys):
+        data = [[r[k] for r in runs if r["mode"] == m and r.get(k) is not None] for m in modes]
+        if any(data):
+            ax.boxplot([d if d else [np.nan] for d in data], tick_labels=modes)
+            for i, d in enumerate(data, 1):
+                ax.plot(np.full(len(d), i) + np.random.default_rng(0).uniform(-0.08, 0.08, len(d)), d, ".", alpha=0.6)
+        ax.set_title(label, fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .voices import speak
+
+    questions = load_questions(args.questions, args.limit)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in ("tandem", "frontend", "cascade"):
+            raise TandemError(f"unknown mode {m!r} in --modes")
+    if any(m in ("tandem", "frontend") for m in modes):
+        from . import frontend
+
+        frontend.build(getattr(args, "front_end", "compact"))
+    out = args.out.resolve()
+    (out / "audio").mkdir(parents=True, exist_ok=True)
+    (out / "timelines").mkdir(exist_ok=True)
+    transcriber = Transcriber()
+    runs: list[dict[str, Any]] = []
+    load = LLMLoad() if getattr(args, "llm_load", False) else None
+    t_start = time.time()
+    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model)) as stack:
+        if load:
+            load.__enter__()
+        try:
+            pids = [os.getpid(), *stack.pids()]
+            with MemorySampler(pids) as mem:
+                for q in tqdm(questions, desc="questions", unit="q"):
+                    user = speak(q.question, args.voice, tail_s=args.tail)
+                    in_wav = out / "audio" / f"{q.id}.in.wav"
+                    write_mono(in_wav, user)
+                    for mode in modes:
+                        rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "question": q.question,
+                                               "answers": q.answers, "input_wav": str(in_wav)}
+                        try:
+                            res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode),
+                                              oracle_policy=args.policy, meta={"input": str(in_wav), "question_id": q.id})
+                            out_wav = out / "audio" / f"{q.id}.{mode}.wav"
+                            tl_path = out / "timelines" / f"{q.id}.{mode}.json"
+                            png = out / "timelines" / f"{q.id}.{mode}.png"
+                            write_outputs(res, out_wav, tl_path, png)
+                            rec.update(score_run(res.timeline.to_dict(), user, res.assistant, q, transcriber))
+                            rec.update({"output_wav": str(out_wav), "timeline": str(tl_path), "plot": str(png)})
+                        except TandemError:
+                            raise
+                        except Exception as e:  # noqa: BLE001 - one failed run must not end the benchmark
+                            log.exception("run %s/%s failed", q.id, mode)
+                            rec.update({"failed": True, "error": f"{type(e).__name__}: {e}", "correct": False})
+                        runs.append(rec)
+        finally:
+            if load:
+                load.__exit__(None, None, None)
+    summary = summarize_runs(runs)
+    extra = {"questions": len(questions), "voice": args.voice, "policy": args.policy,
+             "peak_rss_mb_all_processes": round(mem.peak_mb, 1), "wall_s": round(time.time() - t_start, 1),
+             "llm": stack.llm_config.endpoint if stack.llm_config else None, "llm_load": bool(load)}
+    if load:
+        extra["llm_load_tokens"] = load.tokens
+    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "meta": extra}, indent=1))
+    write_summary_md(out / "summary.md", summary, extra)
+    plot_latencies(out / "latency.png", runs)
+    print((out / "summary.md").read_text())
+    print(f"results: {out / 'results.json'}")
+    return 0

@@ -1,0 +1,68 @@
+"""Scoring what the assistant said: transcribe its channel with word times, find the answer."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .audio import SAMPLE_RATE, resample
+
+AUDIBLE = 0.01
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: float
+    end: float
+
+
+def speech_end_of(signal: np.ndarray, threshold: float = 0.02, rate: int = SAMPLE_RATE) -> float | None:
+    loud = np.flatnonzero(np.abs(signal) > threshold)
+    return float(loud[-1] + 1) / rate if len(loud) else None
+
+
+def onset_after(assistant: np.ndarray, t: float, threshold: float = AUDIBLE) -> float | None:
+    """Seconds from `t` to the first assistant sample above silence after it (frame resolution)."""
+    start = int(t * SAMPLE_RATE)
+    loud = np.flatnonzero(np.abs(assistant[start:]) > threshold)
+    return float(loud[0]) / SAMPLE_RATE if len(loud) else None
+
+
+def normalize(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", text.lower()).split())
+
+
+def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Word | None:
+    """The first spoken word (after `after`) that completes an accepted answer."""
+    norm = [(normalize(w.text), w) for w in words if w.end > after]
+    tokens = [n for n, _ in norm]
+    for i in range(len(tokens)):
+        for ans in answers:
+            parts = normalize(ans).split()
+            if parts and tokens[i: i + len(parts)] == parts:
+                return norm[i + len(parts) - 1][1]
+    return None
+
+
+class Transcriber:
+    """Whisper tiny.en (the bundled weights) with word timestamps, for scoring output audio."""
+
+    def __init__(self, threads: int = 2) -> None:
+        from faster_whisper import WhisperModel
+
+        from .listener.whisper import bundled_model_dir
+
+        self.model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8", cpu_threads=threads)
+
+    def words(self, audio24k: np.ndarray) -> list[Word]:
+        if not len(audio24k) or float(np.max(np.abs(audio24k))) < AUDIBLE:
+            return []
+        x = resample(audio24k, SAMPLE_RATE, 16000)
+        segs, _ = self.model.transcribe(x, language="en", beam_size=1, word_timestamps=True,
+                                        condition_on_previous_text=False, vad_filter=False)
+        return [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
+
+
+__all__ = ["Word", "Transcriber", "find_answer", "normalize", "onset_after", "speech_end_of"]
