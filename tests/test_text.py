@@ -1,0 +1,48 @@
+from tandem.cascade import SentenceChunker
+from tandem.conversation import Conversation
+from tandem.llm.prompt import cascade_messages, oracle_messages
+from tandem.scoring import Word, find_answer, normalize
+
+
+def test_sentence_chunker_emits_each_sentence_once_complete():
+    c = SentenceChunker()
+    assert c.push("The capital") == []
+    assert c.push(" is Paris. It is") == ["The capital is Paris."]
+    assert c.push(" lovely! Really") == ["It is lovely!"]
+    assert c.flush() == ["Really"]
+    assert c.flush() == []
+
+
+def test_sentence_chunker_keeps_decimals_and_abbreviation_free_text_together():
+    c = SentenceChunker()
+    assert c.push("It is 3.5 km away.") == []
+    assert c.flush() == ["It is 3.5 km away."]
+
+
+def test_conversation_counts_words_of_the_current_turn_and_merges_pieces():
+    conv = Conversation()
+    conv.on_partial("what is the")
+    assert conv.current_user_words() == 3
+    conv.on_final("what is the capital")
+    conv.on_partial("of France")
+    assert conv.current_user_words() == 6
+    conv.on_assistant("Paris")
+    conv.on_assistant("is the capital.")
+    assert conv.turns == [("user", "what is the capital"), ("assistant", "Paris is the capital.")]
+    assert conv.current_user_words() == 2  # a new user turn began with the partial
+
+
+def test_prompts_carry_the_dialogue_and_the_partial():
+    turns = [("user", "hi"), ("assistant", "hello")]
+    msgs = oracle_messages(turns, "what is the capital of")
+    assert msgs[0]["role"] == "system" and "30 words" in msgs[0]["content"]
+    assert msgs[1]["content"] == "user: hi\nassistant: hello\nuser: what is the capital of"
+    cm = cascade_messages(turns)
+    assert [m["role"] for m in cm] == ["system", "user", "assistant"]
+
+
+def test_find_answer_matches_multiword_answers_after_a_time():
+    words = [Word("Buenos", 1.0, 1.2), Word("Aires.", 1.2, 1.6), Word("Paris", 0.1, 0.3)]
+    assert find_answer(words, ["buenos aires"]).text == "Aires."
+    assert find_answer(words, ["paris"], after=0.5) is None
+    assert normalize("Canberra!") == "canberra"
