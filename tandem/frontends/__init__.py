@@ -1,0 +1,1 @@
+"""Front-ends: each module registers itself with `tandem.frontend.register`."""

@@ -1,0 +1,281 @@
+"""Synthetic dialogues -> per-frame training arrays for the compact front-end.
+
+Per frame: the user token (what a simulated Listener has transcribed, as a token stream), the VAD
+bucket (lagged, noisy), the oracle token (simulated KAME oracle events through the real
+`OracleStream`), and the target output token from a teacher policy that only uses what the model
+could have seen: speak the latest oracle at the pace of the voice, an opener while waiting, a
+repair and the newer oracle when it is replaced mid-answer, a fallback when none comes, silence
+while the user speaks.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...oracle import KamePolicy, OracleStream
+from ...train.synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue, make_turn_text
+from .streams import UserTokenQueue, vad_bucket
+from .tokenizer import PAD, START, CompactTokenizer
+
+FPS = 12.5
+S_PER_CHAR = 0.068  # hibari's pace
+DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak
+SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
+
+
+def frame_of(t: float) -> int:
+    return int(t * FPS)
+
+
+@dataclass
+class TurnInfo:
+    end_frame: int
+    start_frame: int
+    reply_start: int | None = None
+    scenario: str = "normal"
+    oracle_texts: list[tuple[int, str]] = field(default_factory=list)  # (frame, text) of each oracle event
+
+
+@dataclass
+class Example:
+    user: np.ndarray
+    vad: np.ndarray
+    oracle: np.ndarray
+    target: np.ndarray
+    speech: np.ndarray  # True where the user is actually speaking (for evaluation)
+    turns: list[TurnInfo]
+
+
+def _partials(rng: random.Random, turn: Turn) -> list[tuple[float, str]]:
+    """(time, transcript) updates like the Listener's: every ~0.3 s, lagging, sometimes wrong, then a final."""
+    out = []
+    t = turn.start + 0.3 + rng.uniform(0.05, 0.15)
+    wrong: dict[int, str] = {}
+    while t < turn.end + 0.4:
+        covered = [w for w in turn.words if w.end <= t - rng.uniform(0.05, 0.15)]
+        if covered:
+            words = [w.text for w in covered]
+            for i in range(len(words)):
+                if i in wrong and rng.random() < 0.7:
+                    del wrong[i]
+                elif i == len(words) - 1 and rng.random() < 0.06:
+                    wrong[i] = words[i][: max(1, len(words[i]) // 2)] + rng.choice(["n", "s", "er", "a"])
+                if i in wrong:
+                    words[i] = wrong[i]
+            full = len(covered) == len(turn.words)
+            if not full:
+                words[-1] = words[-1].rstrip("?.,")
+                if rng.random() < 0.12:
+                    words[-1] += rng.choice(["...", "?", ".", ","])
+            text = " ".join(words)
+            out.append((t, text[0].upper() + text[1:]))
+        t += 0.3 + rng.uniform(-0.03, 0.08)
+    final = " ".join(w.text for w in turn.words)
+    out.append((turn.end + rng.uniform(0.47, 0.6), final[0].upper() + final[1:]))
+    return out
+
+
+def _vad(rng: random.Random, d: Dialogue, n: int) -> tuple[np.ndarray, np.ndarray]:
+    speech = np.zeros(n, bool)
+    for turn in d.turns:
+        for a, b in zip(turn.words, turn.words[1:] + [None]):
+            end = a.end if b is None or b.start - a.end > 0.12 else b.start
+            speech[frame_of(a.start): min(n, frame_of(end) + 1)] = True
+    lag = rng.choice([1, 1, 1, 2, 2, 3])
+    prob = np.where(speech, rng.uniform(0.8, 0.97), rng.uniform(0.01, 0.08)) + np.random.default_rng(rng.randrange(1 << 30)).normal(0, 0.05, n)
+    prob = np.clip(prob, 0, 1)
+    noise = np.random.default_rng(rng.randrange(1 << 30)).random(n) < 0.02
+    prob[noise] = np.clip(prob[noise] + 0.5 * np.where(speech[noise], -1, 1), 0, 1)
+    lagged = np.concatenate([np.full(lag, prob[0]), prob[:-lag]]) if lag else prob
+    return lagged.astype(np.float32), speech
+
+
+def _other_reply(rng: random.Random, heldout: bool) -> str:
+    return make_turn_text(rng, heldout)[2]
+
+
+def _wrong_version(rng: random.Random, reply: str, heldout: bool) -> str:
+    from ...train.synth import entity
+
+    words = reply.split()
+    caps = [i for i, w in enumerate(words) if w[:1].isupper() and i > 0]
+    if not caps:
+        return _other_reply(rng, heldout)
+    i = rng.choice(caps)
+    tail = "".join(c for c in words[i] if not c.isalnum())
+    words[i] = entity(rng, heldout) + tail
+    return " ".join(words)
+
+
+def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool) -> list[tuple[float, str]]:
+    """KAME's recipe in spirit: an event every 0.5 s once 2+ words were spoken, hint tiers by how much
+    of the turn was heard, the true reply after the final transcript; then the scenario's twist."""
+    ev: list[tuple[float, str]] = []
+    if scenario == "never":
+        return ev
+    dur = max(0.3, turn.end - turn.start)
+    t = turn.words[min(1, len(turn.words) - 1)].end
+    skip_p = rng.uniform(0.1, 0.7)
+    while t < turn.end:
+        frac = (t - turn.start) / dur
+        if frac <= 0.5:
+            text = _other_reply(rng, heldout)
+        else:
+            p_true = 0.3 + 0.6 * (frac - 0.5) / 0.5
+            text = turn.reply if rng.random() < p_true else _wrong_version(rng, turn.reply, heldout)
+        if rng.random() > skip_p:
+            ev.append((t + rng.uniform(0.08, 0.35), text))
+        t += 0.5
+    final_t = turn.end + rng.uniform(0.47, 0.6) + rng.uniform(0.08, 0.35)
+    if scenario == "normal":
+        ev.append((final_t, turn.reply))
+    elif scenario == "early_only":  # the partial-based oracle was right; the final one never came
+        ev.append((turn.end - rng.uniform(0.0, 0.3), turn.reply))
+    elif scenario == "late":
+        ev = [(a, b) for a, b in ev if b != turn.reply]
+        ev.append((final_t + rng.uniform(0.8, 2.5), turn.reply))
+    elif scenario == "replaced":
+        ev.append((final_t, _wrong_version(rng, turn.reply, heldout)))
+        ev.append((final_t + rng.uniform(0.5, 2.0), turn.reply))
+    # augmentation: shift events (never before the turn starts), keep them in order
+    shifted = []
+    for a, b in ev:
+        a += rng.choice([0, 0, 0, rng.uniform(0.08, 0.8), -rng.uniform(0.08, 1.2)])
+        shifted.append((max(turn.start + 0.2, a), b))
+    shifted.sort(key=lambda x: x[0])
+    return shifted
+
+
+class _Teacher:
+    """Builds the target tokens for one assistant turn from what was visible frame by frame."""
+
+    def __init__(self, tok: CompactTokenizer, rng: random.Random) -> None:
+        self.tok = tok
+        self.rng = rng
+
+    def word_frames(self, ids: list[int], i: int) -> int:
+        """Frames the word starting at ids[i] occupies in speech."""
+        j = i + 1
+        while j < len(ids) and not self.tok.starts_word(ids[j]):
+            j += 1
+        chars = len(self.tok.decode(ids[i:j])) + 1
+        return max(j - i, round(chars * S_PER_CHAR * FPS))
+
+    def _word_end(self, plan: list[int], i: int) -> int:
+        """Index after the word that plan[i - 1] belongs to (where a switch may happen)."""
+        while 0 < i < len(plan) and not self.tok.starts_word(plan[i]):
+            i += 1
+        return i
+
+    def run(self, target: np.ndarray, start: int, stop: int, oracle_at: list[tuple[int, list[int]]]) -> int | None:
+        """oracle_at: (frame from which its content is visible, content ids). Fills target[start:stop];
+        returns the first frame with speech."""
+        tok = self.tok
+        plan: list[int] = []
+        ostart = 0  # where the followed oracle's content begins in plan
+        src: int | None = None
+        i = hold = 0
+        first = None
+        idle_since: int | None = None
+        fell_back = False
+        for f in range(start, stop):
+            latest = max((k for k, (vis, ids) in enumerate(oracle_at) if vis <= f and ids), default=None)
+            if latest is not None and latest != src:
+                new = list(oracle_at[latest][1])
+                if i == 0:
+                    plan, ostart = new, 0
+                elif src is None:
+                    cut = self._word_end(plan, i)
+                    plan, ostart = plan[:cut] + new, cut
+                else:
+                    said = plan[ostart:i]
+                    if new[: len(said)] == said:
+                        plan = plan[:i] + new[len(said):]  # the same answer again: carry on seamlessly
+                    else:
+                        cut = self._word_end(plan, i)
+                        repair = tok.encode(REPAIR)
+                        plan, ostart = plan[:cut] + repair + new, cut + len(repair)
+                src = latest
+            if f == start and not plan:
+                plan = tok.encode(self.rng.choice(OPENERS))
+            if hold > 0:
+                hold -= 1
+                continue
+            if i < len(plan):
+                target[f] = plan[i]
+                first = f if first is None else first
+                i += 1
+                if i == len(plan) or tok.starts_word(plan[i]):
+                    w0 = i - 1
+                    while w0 > 0 and not tok.starts_word(plan[w0]):
+                        w0 -= 1
+                    hold = max(0, self.word_frames(plan, w0) - (i - w0))
+                idle_since = None
+                continue
+            if src is None and not fell_back:
+                idle_since = f if idle_since is None else idle_since
+                if f - idle_since > 2.5 * FPS:
+                    plan += tok.encode(self.rng.choice(FALLBACKS))
+                    fell_back = True
+        return first
+
+
+def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
+                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 400) -> Example:
+    d = dialogue or make_dialogue(rng, heldout)
+    n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
+    user = np.full((n, 2), PAD, np.int64)
+    oracle = np.full(n, PAD, np.int64)
+    target = np.full(n, PAD, np.int64)
+    vad, speech = _vad(rng, d, n)
+    q = UserTokenQueue(tok.encode, PAD)
+    updates = sorted((frame_of(t) + 1, text) for turn in d.turns for t, text in _partials(rng, turn))
+    stream = OracleStream(START, PAD, KamePolicy())
+    events: list[tuple[int, str, int]] = []  # (frame, text, turn index)
+    infos: list[TurnInfo] = []
+    for ti, turn in enumerate(d.turns):
+        sc = scenario or rng.choices(list(SCENARIOS), weights=list(SCENARIOS.values()))[0]
+        evs = _oracle_events(rng, turn, sc, heldout)
+        info = TurnInfo(end_frame=frame_of(turn.end), start_frame=frame_of(turn.start), scenario=sc)
+        for t, text in evs:
+            events.append((frame_of(t) + 1, text, ti))
+            info.oracle_texts.append((frame_of(t) + 1, text))
+        infos.append(info)
+    events.sort()
+    ev_i = up_i = 0
+    resets: list[tuple[int, int]] = []  # (frame, turn index)
+    oracle_ids: list[list[int]] = []
+    for f in range(n):
+        while up_i < len(updates) and updates[up_i][0] <= f:
+            q.update(updates[up_i][1])
+            up_i += 1
+        user[f] = q.next()
+        while ev_i < len(events) and events[ev_i][0] <= f:
+            _, text, ti = events[ev_i]
+            ids = tok.encode(text)
+            stream.reset(f)
+            if rng.random() < 0.1:  # a slow LLM: half the tokens arrive late, and KAME drops them
+                stream.append(ids[: len(ids) // 2], f)
+            else:
+                stream.append(ids, f)
+            resets.append((f, ti))
+            oracle_ids.append(ids)
+            ev_i += 1
+        oracle[f] = stream.token(f)
+    teacher = _Teacher(tok, rng)
+    for ti, info in enumerate(infos):
+        start = info.end_frame + DECISION_DELAY
+        stop = infos[ti + 1].start_frame + 2 if ti + 1 < len(infos) else n  # the user barges in: stop
+        if start >= n:
+            continue
+        # an oracle's content is visible one frame after its first token was fed (reset frame + 1)
+        vis = [(f + 2, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
+        info.reply_start = teacher.run(target, start, min(stop, n), vis)
+    return Example(user, vad.astype(np.float32), oracle, target, speech, infos)
+
+
+def vad_buckets(vad: np.ndarray) -> np.ndarray:
+    return np.array([vad_bucket(float(p)) for p in vad], np.int64)

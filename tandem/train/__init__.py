@@ -1,0 +1,1 @@
+"""Training data and recipes shared by the front-ends (synthetic dialogues, simulated oracles)."""
