@@ -40,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
     s.add_argument("--tail", type=float, default=3.0, help="seconds of silence after the speech")
 
+    t = sub.add_parser("train", help="train a front-end")
+    t.add_argument("what", choices=["compact"])
+    t.add_argument("--minutes", type=float, default=45.0, help="wall-clock budget for the whole run")
+    t.add_argument("--out", type=Path, default=None, help="directory for compact.pt, loss.png, history.json "
+                   "(default: the shipped assets directory)")
+    t.add_argument("--seed", type=int, default=1234)
+    t.add_argument("--tiny", action="store_true", help="a tiny model and batch, for tests")
+    t.add_argument("--max-steps", type=int, default=100_000)
+
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
     b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
     b.add_argument("--modes", default="cascade", help="comma-separated modes")
@@ -73,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
             write_mono(args.out, speak(args.text, args.voice, tail_s=args.tail))
             return 0
+        if args.cmd == "train":
+            return _cmd_train(args)
         if args.cmd == "bench":
             from .bench import run_bench
 
@@ -84,6 +95,20 @@ def main(argv: list[str] | None = None) -> int:
         print("tandem: interrupted", file=sys.stderr)
         return 130
     return 1
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .frontends.compact.train import TrainConfig, train
+
+    out = args.out or Path(__file__).parent / "frontends" / "compact" / "assets"
+    cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
+    if args.tiny:
+        cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96, d=32,
+                          layers=1, heads=2, window=64, vocab=300, eval_every=10, eval_batches=1, warmup=5)
+    meta = train(cfg, out)
+    print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
+          f"checkpoint {out / 'compact.pt'}")
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

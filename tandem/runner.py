@@ -30,11 +30,11 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
                 oracle_policy: str = "kame", meta: dict | None = None) -> RunResult:
     front_end = None
     if config.mode in ("tandem", "frontend"):
-        front_end = fe_registry.build(front_end_name)
+        front_end = fe_registry.build(front_end_name, tts=stack.tts)
 
     async def go() -> RunResult:
         client = stack.client()
-        voicer = Voicer(stack.tts) if stack.tts is not None else None
+        voicer = Voicer(stack.tts) if stack.tts is not None and config.mode == "cascade" else None
         try:
             session = Session(config, stack.listener, client, voicer=voicer, front_end=front_end,
                               oracle_policy=make_policy(oracle_policy) if config.mode == "tandem" else None,
@@ -44,6 +44,8 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
         finally:
             if voicer is not None:
                 voicer.close()
+            if front_end is not None and hasattr(front_end, "close"):
+                front_end.close()
             if client is not None:
                 await client.aclose()
 

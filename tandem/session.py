@@ -136,8 +136,8 @@ class Session:
                 else:
                     self.conv.on_partial(text)
             else:
-                self._user_text = ""
-                self._user_text_sent = ""
+                if text.strip():
+                    self._user_text = text  # the front-end sees the final's corrections as a revision
                 if backend is not None:
                     backend.on_final(text)
                 else:

@@ -94,6 +94,13 @@ class Voicer:
         with self._lock:
             return self._pending > 0 or bool(self._ready)
 
+    def remaining_s(self) -> float:
+        """Seconds of synthesized audio not yet played; infinite while a synthesis is pending."""
+        with self._lock:
+            if self._pending > 0:
+                return float("inf")
+            return sum(len(s.audio) - s.pos for s in self._ready) / SAMPLE_RATE
+
     @property
     def synthesizing(self) -> bool:
         with self._lock:

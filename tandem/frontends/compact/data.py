@@ -22,7 +22,7 @@ from .tokenizer import PAD, START, CompactTokenizer
 
 FPS = 12.5
 S_PER_CHAR = 0.068  # hibari's pace
-DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak
+DECISION_DELAY = 3  # frames after the end of speech at which the teacher starts to speak (240 ms)
 SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
 
 
@@ -84,7 +84,7 @@ def _vad(rng: random.Random, d: Dialogue, n: int) -> tuple[np.ndarray, np.ndarra
         for a, b in zip(turn.words, turn.words[1:] + [None]):
             end = a.end if b is None or b.start - a.end > 0.12 else b.start
             speech[frame_of(a.start): min(n, frame_of(end) + 1)] = True
-    lag = rng.choice([1, 1, 1, 2, 2, 3])
+    lag = rng.choice([1, 1, 1, 2, 2])
     prob = np.where(speech, rng.uniform(0.8, 0.97), rng.uniform(0.01, 0.08)) + np.random.default_rng(rng.randrange(1 << 30)).normal(0, 0.05, n)
     prob = np.clip(prob, 0, 1)
     noise = np.random.default_rng(rng.randrange(1 << 30)).random(n) < 0.02

@@ -1,0 +1,199 @@
+"""`tandem train compact`: tokenizer, synthetic data and training of the compact front-end on a CPU.
+
+Fixed seed, progress bar, held-out loss, a loss-curve plot and one checkpoint file (model weights,
+config and the SentencePiece model) small enough to ship in the repository.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...train.synth import FALLBACKS, OPENERS, REPAIR, make_dialogue
+from .data import build_example, vad_buckets
+from .model import CompactConfig, CompactLM
+from .tokenizer import PAD, CompactTokenizer
+
+PAD_WEIGHT = 0.5  # KAME's text padding weight
+
+
+@dataclass
+class TrainConfig:
+    minutes: float = 45.0
+    max_steps: int = 100_000
+    batch: int = 24
+    seq: int = 256
+    lr: float = 3e-3
+    warmup: int = 150
+    seed: int = 1234
+    vocab: int = 1024
+    d: int = 192
+    layers: int = 4
+    heads: int = 4
+    window: int = 192
+    eval_every: int = 100
+    eval_batches: int = 4
+
+
+def english_words() -> list[str]:
+    """Real English words from hibari's lexicon, so the tokenizer has pieces for ordinary text."""
+    try:
+        import hibari
+
+        path = Path(hibari.__file__).parent / "assets" / "lexicon_us_gold.json.gz"
+        words = json.load(gzip.open(path))
+        return [w for w in words if re.fullmatch(r"[A-Za-z]+", w)]
+    except Exception:  # noqa: BLE001 - the tokenizer still works from the synthetic text alone
+        return []
+
+
+def train_tokenizer(rng: random.Random, vocab: int) -> CompactTokenizer:
+    sents: list[str] = []
+    for _ in range(8000):
+        d = make_dialogue(rng, heldout=False)
+        for t in d.turns:
+            sents.append(" ".join(w.text for w in t.words))
+            sents.append(t.reply)
+    words = english_words()
+    rng.shuffle(words)
+    sents += [" ".join(words[i:i + 12]) for i in range(0, len(words), 12)]
+    sents += OPENERS + FALLBACKS + [REPAIR]
+    return CompactTokenizer.train(sents, vocab)
+
+
+def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, heldout: bool = False):
+    user = np.zeros((n, seq, 2), np.int64)
+    vad = np.zeros((n, seq), np.int64)
+    oracle = np.zeros((n, seq), np.int64)
+    target = np.zeros((n, seq), np.int64)
+    mask = np.zeros((n, seq), np.float32)
+    for b in range(n):
+        ex = build_example(rng, tok, heldout=heldout)
+        L = len(ex.target)
+        s = rng.randrange(0, L - seq + 1) if L > seq else 0
+        e = min(L, s + seq)
+        k = e - s
+        user[b, :k] = ex.user[s:e]
+        vad[b, :k] = vad_buckets(ex.vad[s:e])
+        oracle[b, :k] = ex.oracle[s:e]
+        target[b, :k] = ex.target[s:e]
+        mask[b, :k] = 1.0
+    prev = np.concatenate([np.zeros((n, 1), np.int64), target[:, :-1]], axis=1)
+    t = torch.from_numpy
+    return t(user), t(vad), t(oracle), t(prev), t(target), t(mask)
+
+
+def loss_of(model: CompactLM, batch) -> tuple[torch.Tensor, float]:
+    user, vad, oracle, prev, target, mask = batch
+    logp = model(user, vad, oracle, prev)
+    nll = F.nll_loss(logp.transpose(1, 2), target, reduction="none")
+    w = mask * torch.where(target == PAD, PAD_WEIGHT, 1.0)
+    loss = (nll * w).sum() / w.sum()
+    speech = mask * (target != PAD)
+    speech_nll = float((nll.detach() * speech).sum() / speech.sum().clamp_min(1))
+    return loss, speech_nll
+
+
+def save_checkpoint(path: Path, model: CompactLM, tok: CompactTokenizer, meta: dict) -> None:
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"config": model.c.to_dict(), "state": state, "tokenizer": tok.proto, "meta": meta}, path)
+
+
+def load_checkpoint(path: Path) -> tuple[CompactLM, CompactTokenizer, dict]:
+    ck = torch.load(path, map_location="cpu", weights_only=False)
+    model = CompactLM(CompactConfig(**ck["config"]))
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["state"].items()})
+    return model.eval(), CompactTokenizer(ck["tokenizer"]), ck.get("meta", {})
+
+
+def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    t0 = time.time()
+    tok = train_tokenizer(random.Random(cfg.seed + 1), cfg.vocab)
+    model = CompactLM(CompactConfig(vocab=tok.vocab_size, d=cfg.d, layers=cfg.layers, heads=cfg.heads, window=cfg.window))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.05, betas=(0.9, 0.98))
+    eval_rng = random.Random(cfg.seed + 2)
+    eval_batches = [make_batch(eval_rng, tok, cfg.batch, cfg.seq, heldout=True) for _ in range(cfg.eval_batches)]
+    budget = cfg.minutes * 60
+    history = {"step": [], "train": [], "eval_step": [], "eval": [], "eval_speech": []}
+    # the schedule is laid over the time budget: estimate steps from the first ones
+    est_steps = cfg.max_steps
+    bar = tqdm(total=cfg.max_steps, desc="train compact", unit="step", disable=not progress)
+    step = 0
+    t_train = time.time()
+    while step < cfg.max_steps and time.time() - t0 < budget:
+        if step == 20:
+            per = (time.time() - t_train) / 20
+            est_steps = min(cfg.max_steps, int((budget - (time.time() - t0)) / per) + 20)
+            bar.total = est_steps
+        lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(1, est_steps)))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        model.train()
+        loss, _ = loss_of(model, make_batch(rng, tok, cfg.batch, cfg.seq))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        history["step"].append(step)
+        history["train"].append(round(float(loss), 4))
+        if step % cfg.eval_every == 0 or step == 1:
+            model.eval()
+            with torch.no_grad():
+                ev = [loss_of(model, b) for b in eval_batches]
+            history["eval_step"].append(step)
+            history["eval"].append(round(float(np.mean([float(e[0]) for e in ev])), 4))
+            history["eval_speech"].append(round(float(np.mean([e[1] for e in ev])), 4))
+            bar.set_postfix(loss=f"{float(loss):.3f}", heldout=history["eval"][-1], speech=history["eval_speech"][-1])
+        bar.update(1)
+        if step >= est_steps:
+            break
+    bar.close()
+    meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "seed": cfg.seed, "config": cfg.__dict__,
+            "final_heldout_loss": history["eval"][-1] if history["eval"] else None,
+            "params": sum(p.numel() for p in model.parameters())}
+    save_checkpoint(out / "compact.pt", model, tok, meta)
+    (out / "history.json").write_text(json.dumps(history))
+    plot_history(history, out / "loss.png")
+    return meta
+
+
+def plot_history(h: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    tr = np.array(h["train"])
+    if len(tr) > 20:
+        k = 20
+        ax.plot(h["step"][k - 1:], np.convolve(tr, np.ones(k) / k, mode="valid"), label="train (20-step mean)")
+    else:
+        ax.plot(h["step"], tr, label="train")
+    ax.plot(h["eval_step"], h["eval"], "o-", label="held-out")
+    ax.plot(h["eval_step"], h["eval_speech"], "s--", label="held-out, speech tokens only")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats)")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
