@@ -104,7 +104,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
     if args.tiny:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96, d=32,
-                          layers=1, heads=2, window=64, vocab=300, eval_every=10, eval_batches=1, warmup=5)
+                          layers=1, heads=2, window=64, vocab=400, eval_every=10, eval_batches=1, warmup=5)
     meta = train(cfg, out)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
           f"checkpoint {out / 'compact.pt'}")

@@ -98,6 +98,7 @@ class Turn:
     text: str  # the clean transcript, with its end punctuation
     reply: str  # the assistant's true reply
     kind: str  # "question" | "small_talk" | "statement"
+    answer: str | None = None  # the entity or number the reply hinges on (questions only)
 
     @property
     def start(self) -> float:
@@ -118,8 +119,8 @@ def _fill(tpl: str, ents: dict[str, str]) -> str:
     return tpl.format(**ents)
 
 
-def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, str, str]:
-    """(spoken words incl. fillers, clean text, reply, kind)."""
+def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, str, str, str | None]:
+    """(spoken words incl. fillers, clean text, reply, kind, answer)."""
     r = rng.random()
     pool, kind = (QA, "question") if r < 0.7 else (SMALL_TALK, "small_talk") if r < 0.82 else (STATEMENTS, "statement")
     qs, rs = rng.choice(pool)
@@ -127,7 +128,14 @@ def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, s
     if kind == "question" and "{a}" in qs[0] and rng.random() < 0.3:
         ents["a"] = ents["a"].lower() if "{a} are" in qs[0] else ents["a"]
     q = _fill(rng.choice(qs), ents)
-    reply = _fill(rng.choice(rs), ents)
+    reply_tpl = rng.choice(rs)
+    reply = _fill(reply_tpl, ents)
+    answer = None
+    if kind == "question":
+        if "{b}" in reply_tpl and ents["b"] not in q:
+            answer = ents["b"]
+        elif "{n}" in reply_tpl:
+            answer = ents["n"]
     end = "?" if kind == "question" or q.startswith(("how", "can", "are")) else "."
     clean = q[0].upper() + q[1:] + end
     words = q.split()
@@ -143,7 +151,7 @@ def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, s
         if rng.random() < 0.03:
             spoken.append(w)  # a hesitation repeat
     spoken[-1] = spoken[-1] + end
-    return spoken, clean, reply, kind
+    return spoken, clean, reply, kind, answer
 
 
 def time_words(rng: random.Random, words: list[str], t0: float, pause_p: float = 0.25) -> list[Word]:
@@ -168,9 +176,10 @@ def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None
     d = Dialogue()
     t = rng.uniform(0.3, 1.5)
     for _ in range(n):
-        spoken, clean, reply, kind = make_turn_text(rng, heldout)
+        spoken, clean, reply, kind, answer = make_turn_text(rng, heldout)
         words = time_words(rng, spoken, t)
-        d.turns.append(Turn(words, clean, reply, kind))
+        d.turns.append(Turn(words, clean, reply, kind, answer))
         t = words[-1].end + 0.3 + reply_duration(reply) + rng.uniform(0.3, 2.0)
-    d.duration = t
+    # room after the last turn for a late oracle, a replaced answer or a fallback, and the silence after
+    d.duration = max(t, d.turns[-1].end + reply_duration(d.turns[-1].reply) + 5.0)
     return d

@@ -224,7 +224,7 @@ class _Teacher:
 
 
 def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
-                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 400) -> Example:
+                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480) -> Example:
     d = dialogue or make_dialogue(rng, heldout)
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
     user = np.full((n, 2), PAD, np.int64)
@@ -268,7 +268,7 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
     teacher = _Teacher(tok, rng)
     for ti, info in enumerate(infos):
         start = info.end_frame + DECISION_DELAY
-        stop = infos[ti + 1].start_frame + 2 if ti + 1 < len(infos) else n  # the user barges in: stop
+        stop = infos[ti + 1].start_frame if ti + 1 < len(infos) else n  # the user speaks again: stop
         if start >= n:
             continue
         # an oracle's content is visible one frame after its first token was fed (reset frame + 1)

@@ -1,0 +1,117 @@
+"""Behaviour of the compact front-end on held-out synthetic dialogues, decoded frame by frame with
+its own outputs fed back (no teacher forcing): the figures docs/COMPACT.md reports."""
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...train.synth import make_dialogue
+from .data import Example, build_example, vad_buckets
+from .model import CompactLM
+from .tokenizer import END, PAD, CompactTokenizer
+
+ONSET_FRAMES = 4
+
+
+def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True) -> np.ndarray:
+    """Decode one example in streaming mode; returns the output token per frame."""
+    st = model.new_state(1)
+    out = np.zeros(len(ex.target), np.int64)
+    prev = PAD
+    vb = vad_buckets(ex.vad)
+    for f in range(len(ex.target)):
+        o = int(ex.oracle[f]) if oracle_on else PAD
+        logp = model.step(st, torch.tensor(ex.user[f][None]), torch.tensor([vb[f]]), torch.tensor([o]), torch.tensor([prev]))
+        prev = int(torch.argmax(logp, -1)[0])
+        out[f] = prev
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+@dataclass
+class TurnResult:
+    scenario: str
+    onset_frames: int | None
+    talk_over_frames: int
+    speech_frames: int
+    said: str
+    answer: str | None
+    answer_said: bool
+    stopped: bool
+
+
+def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answers: list[str | None],
+                     oracle_on: bool = True) -> list[TurnResult]:
+    out = run_greedy(model, ex, oracle_on)
+    speaking = out > END
+    results = []
+    for ti, info in enumerate(ex.turns):
+        nxt = ex.turns[ti + 1].start_frame if ti + 1 < len(ex.turns) else len(out)
+        lo = ex.turns[ti - 1].end_frame + 1 if ti > 0 else 0
+        # user-speech frames of this turn (from the end of the previous reply window to the end of this turn)
+        sp = ex.speech[lo: info.end_frame + 1]
+        talk = int(np.sum(speaking[lo: info.end_frame + 1] & sp))
+        window = out[info.end_frame + 1: nxt]
+        idx = np.flatnonzero(window > END)
+        onset = int(idx[0]) + 1 if len(idx) else None
+        said = tok.decode([int(t) for t in window if t > END])
+        ans = answers[ti]
+        answer_said = bool(ans) and all(w in _words(said) for w in _words(ans))
+        tail = window[-int(1.5 * 12.5):] if len(window) > 40 else np.zeros(0)
+        stopped = not np.any(tail > END)
+        results.append(TurnResult(info.scenario, onset, talk, int(sp.sum()), said, ans, answer_said, stopped))
+    return results
+
+
+def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False) -> dict:
+    from tqdm import tqdm
+
+    rng = random.Random(seed)
+    rows: dict[str, list[TurnResult]] = {"normal": [], "replaced": [], "never": [], "all": []}
+    for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
+        for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
+            d = make_dialogue(rng, heldout=True, n_turns=1)
+            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario)
+            res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
+            rows[scenario] += res
+            rows["all"] += res
+    allr = rows["all"]
+    onset = [r.onset_frames for r in allr]
+    q = lambda rs: [r for r in rs if r.answer]  # noqa: E731
+    never = rows["never"]
+    return {
+        "turns": len(allr),
+        "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
+        "onset_within_4_frames_pct": round(100 * np.mean([o is not None and o <= ONSET_FRAMES for o in onset]), 1),
+        "onset_median_frames": float(np.median([o for o in onset if o is not None])) if any(o is not None for o in onset) else None,
+        "oracle_answer_pct": round(100 * np.mean([r.answer_said for r in q(rows["normal"])]), 1) if q(rows["normal"]) else None,
+        "replaced_newer_answer_pct": round(100 * np.mean([r.answer_said for r in q(rows["replaced"])]), 1) if q(rows["replaced"]) else None,
+        "no_oracle_nonempty_pct": round(100 * np.mean([bool(r.said.strip()) for r in never]), 1),
+        "no_oracle_stops_pct": round(100 * np.mean([r.stopped for r in never]), 1),
+        "no_oracle_median_words": float(np.median([len(r.said.split()) for r in never])),
+        "examples": [{"scenario": r.scenario, "said": r.said, "answer": r.answer, "onset_frames": r.onset_frames}
+                     for r in (rows["normal"][:3] + rows["replaced"][:3] + never[:3])],
+    }
+
+
+def step_times(model: CompactLM, batches=(1, 8, 32), frames: int = 200) -> dict[str, float]:
+    out = {}
+    for b in batches:
+        st = model.new_state(b)
+        z = torch.zeros(b, dtype=torch.long)
+        u = torch.zeros(b, 2, dtype=torch.long)
+        ts = []
+        for i in range(frames):
+            t0 = time.perf_counter()
+            model.step(st, u, z, z, z)
+            ts.append(time.perf_counter() - t0)
+        out[f"step_ms_median_b{b}"] = round(1e3 * float(np.median(ts[20:])), 3)
+    return out

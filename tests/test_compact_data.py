@@ -1,0 +1,82 @@
+"""The compact front-end's data pipeline: streams, simulated oracles and the teacher's targets."""
+import random
+
+import numpy as np
+import pytest
+
+from tandem.frontends.compact.data import DECISION_DELAY, build_example
+from tandem.frontends.compact.streams import UserTokenQueue, transcript_delta, vad_bucket
+from tandem.frontends.compact.tokenizer import END, PAD, START
+from tandem.frontends.compact.train import train_tokenizer
+from tandem.train.synth import entity, is_heldout, make_dialogue
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_tokenizer(random.Random(0), 512)
+
+
+def test_transcript_delta_sends_new_words_and_revised_tails():
+    assert transcript_delta("", "What is") == "What is"
+    assert transcript_delta("What is", "What is the capital") == "the capital"
+    assert transcript_delta("What is the capital of us", "What is the capital of Australia?") == "Australia?"
+    assert transcript_delta("What is the capital?", "What is the capital?") == ""
+
+
+def test_user_queue_feeds_two_tokens_per_frame_then_pad(tok):
+    q = UserTokenQueue(tok.encode, PAD)
+    q.update("What is")
+    ids = tok.encode(" What is")
+    got = [t for _ in range(5) for t in q.next(2)]
+    assert got[: len(ids)] == ids and all(t == PAD for t in got[len(ids):])
+    assert vad_bucket(0.0) == 0 and vad_bucket(1.0) == 7
+
+
+def test_heldout_entities_are_disjoint_from_training_ones():
+    rng = random.Random(0)
+    train = {entity(rng, False) for _ in range(300)}
+    held = {entity(rng, True) for _ in range(300)}
+    assert not train & held
+    assert all(is_heldout(e) for e in held) and not any(is_heldout(e) for e in train)
+
+
+def test_teacher_is_silent_while_the_user_speaks_and_starts_after_the_turn(tok):
+    rng = random.Random(1)
+    for _ in range(30):
+        ex = build_example(rng, tok)
+        assert not np.any((ex.target > END) & ex.speech), "the teacher never talks over the user"
+        for info in ex.turns:
+            if info.reply_start is not None:
+                assert info.reply_start == info.end_frame + DECISION_DELAY
+
+
+def test_oracle_stream_follows_kame_semantics(tok):
+    ex = build_example(random.Random(2), tok, scenario="normal")
+    starts = np.flatnonzero(ex.oracle == START)
+    assert len(starts) >= 1
+    for info in ex.turns:
+        for frame, text in info.oracle_texts:
+            assert ex.oracle[frame] == START or frame >= len(ex.oracle) or frame in starts
+
+
+def test_replaced_oracle_leads_to_a_repair_and_the_newer_answer(tok):
+    rng = random.Random(3)
+    found = 0
+    for _ in range(20):
+        d = make_dialogue(rng, n_turns=1)
+        ex = build_example(rng, tok, dialogue=d, scenario="replaced")
+        said = tok.decode([int(t) for t in ex.target if t > END])
+        if d.turns[0].answer and "sorry," in said:
+            assert d.turns[0].answer in said.split("sorry,")[-1]
+            found += 1
+    assert found >= 5
+
+
+def test_no_oracle_means_opener_then_fallback_then_silence(tok):
+    rng = random.Random(4)
+    d = make_dialogue(rng, n_turns=1)
+    ex = build_example(rng, tok, dialogue=d, scenario="never")
+    said = tok.decode([int(t) for t in ex.target if t > END])
+    assert said and len(said.split()) <= 12
+    last = np.flatnonzero(ex.target > END)[-1]
+    assert last < len(ex.target) - 5

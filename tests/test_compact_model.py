@@ -1,0 +1,64 @@
+import torch
+
+from tandem.frontends.compact.model import CompactConfig, CompactLM
+
+
+def tiny(window=8, **kw):
+    torch.manual_seed(0)
+    return CompactLM(CompactConfig(vocab=64, d=32, layers=2, heads=2, window=window, **kw)).eval()
+
+
+def inputs(B=2, T=20, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 64, (B, T, 2), generator=g), torch.randint(0, 8, (B, T), generator=g),
+            torch.randint(0, 64, (B, T), generator=g), torch.randint(0, 64, (B, T), generator=g))
+
+
+def test_streaming_steps_equal_the_full_forward_past_the_window():
+    m = tiny(window=8)
+    user, vad, oracle, prev = inputs(T=30)
+    with torch.no_grad():
+        full = m(user, vad, oracle, prev)
+    st = m.new_state(2)
+    steps = torch.stack([m.step(st, user[:, t], vad[:, t], oracle[:, t], prev[:, t]) for t in range(30)], 1)
+    assert torch.allclose(steps, full, atol=1e-4)
+
+
+def test_batch_elements_are_isolated_and_can_be_reset_alone():
+    m = tiny()
+    user, vad, oracle, prev = inputs(B=2, T=12)
+    st = m.new_state(2)
+    for t in range(12):
+        both = m.step(st, user[:, t], vad[:, t], oracle[:, t], prev[:, t])
+    st1 = m.new_state(1)
+    for t in range(12):
+        one = m.step(st1, user[1:, t], vad[1:, t], oracle[1:, t], prev[1:, t])
+    assert torch.allclose(both[1], one[0], atol=1e-5)
+    m.reset_state(st, 0)
+    assert int(st["pos"][0]) == 0 and int(st["pos"][1]) == 12
+
+
+def test_output_is_a_distribution_with_and_without_the_copy_head():
+    for copy in (True, False):
+        m = tiny(copy_head=copy)
+        with torch.no_grad():
+            logp = m(*inputs())
+        assert torch.allclose(logp.exp().sum(-1), torch.ones(logp.shape[:2]), atol=1e-3)
+
+
+def test_copy_head_puts_mass_only_on_fed_oracle_tokens():
+    m = tiny()
+    with torch.no_grad():
+        m.copy_gate.bias.fill_(50.0)  # force the pointer
+        m.copy_gate.weight.zero_()
+        user, vad, _, prev = inputs(B=1, T=6)
+        oracle = torch.tensor([[0, 2, 10, 11, 0, 0]])
+        logp = m(user, vad, oracle, prev)
+    p = logp.exp()[0, 5]
+    assert float(p[10] + p[11]) > 0.99
+
+
+def test_same_seed_same_model():
+    a, b = tiny(), tiny()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
