@@ -27,7 +27,7 @@ system-deps:
 
 demo: setup
 	mkdir -p $(OUT)
-	$(BIN)/tandem run examples/question.wav --mode cascade --out $(OUT)/demo.wav \
+	$(BIN)/tandem run examples/question.wav --mode tandem --answer everest --out $(OUT)/demo.wav \
 	  --timeline $(OUT)/demo.json --plot $(OUT)/demo.png
 
 test: setup system-deps
@@ -43,7 +43,7 @@ bench: setup system-deps
 lock:
 	rm -rf /tmp/tandem-lock && $(PYTHON) -m venv /tmp/tandem-lock
 	/tmp/tandem-lock/bin/pip install -q -r requirements.in
-	/tmp/tandem-lock/bin/pip freeze > requirements.lock
+	/tmp/tandem-lock/bin/pip freeze | sed "s/^torch==\(.*\)+cpu/torch==\1/" > requirements.lock
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     r.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback)")
+    r.add_argument("--answer", action="append", default=[],
+                   help="an accepted answer word; when given, the assistant channel is transcribed and the "
+                        "answer latency printed (repeatable)")
     _add_llm_args(r)
 
     s = sub.add_parser("say", help="speak a text with a test voice (not the assistant's) into a wav")
@@ -48,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--tiny", action="store_true", help="a tiny model and batch, for tests")
     t.add_argument("--max-steps", type=int, default=100_000)
+
+    e = sub.add_parser("evaluate", help="behaviour of a front-end on held-out synthetic dialogues")
+    e.add_argument("what", choices=["compact"])
+    e.add_argument("--checkpoint", type=Path, default=None)
+    e.add_argument("-n", type=int, default=200, help="dialogues with a normal oracle (half as many replaced, a quarter with none)")
+    e.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
 
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
     b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
@@ -84,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "train":
             return _cmd_train(args)
+        if args.cmd == "evaluate":
+            return _cmd_evaluate(args)
         if args.cmd == "bench":
             from .bench import run_bench
 
@@ -111,6 +122,28 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from .frontends.compact.evaluate import evaluate, step_times
+    from .frontends.compact.frontend import DEFAULT_CHECKPOINT
+    from .frontends.compact.train import load_checkpoint
+
+    path = args.checkpoint or DEFAULT_CHECKPOINT
+    if not path.exists():
+        raise TandemError(f"no checkpoint at {path}; train one with `tandem train compact`")
+    torch.set_num_threads(1)
+    model, tok, meta = load_checkpoint(path)
+    res = {**evaluate(model, tok, n=args.n, progress=True), **step_times(model), "checkpoint_meta": meta}
+    text = json.dumps(res, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import frontend
     from .audio import load_input
@@ -132,6 +165,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"said:    {s['said']!r}")
     onset = f"{s['onset_s']:.2f} s" if s["onset_s"] is not None else "no answer"
     print(f"onset latency (end of speech -> first assistant audio): {onset}")
+    if args.answer:
+        from .scoring import Transcriber, find_answer, speech_end_of
+
+        end = speech_end_of(result.input.samples)
+        words = Transcriber().words(result.assistant)
+        hit = find_answer(words, args.answer, after=end or 0.0)
+        print(f"heard from the assistant: {' '.join(w.text for w in words)!r}")
+        print("answer latency (end of speech -> answer word spoken): "
+              + (f"{hit.start - end:.2f} s" if hit and end is not None else "answer not spoken"))
     print(f"frames: {s.get('frames', 0)}, p99 lateness {s.get('late_p99_ms', 0):.1f} ms, "
           f"deadline misses {s.get('deadline_misses', 0)}")
     for err in s["error_messages"]:

@@ -166,6 +166,8 @@ class Session:
         busy = self.in_speech or self.listener_busy
         busy |= bool(self.scheduler and self.scheduler.in_flight) or bool(self.cascade and self.cascade.in_flight)
         busy |= bool(self.voicer and self.voicer.synthesizing)
+        fe_voicer = getattr(self.front_end, "voicer", None)
+        busy |= bool(fe_voicer is not None and fe_voicer.synthesizing)
         return not busy
 
     # -- the frame loop ----------------------------------------------------------------------

@@ -152,7 +152,7 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
         opt.step()
         step += 1
         history["step"].append(step)
-        history["train"].append(round(float(loss), 4))
+        history["train"].append(round(float(loss.detach()), 4))
         if step % cfg.eval_every == 0 or step == 1:
             model.eval()
             with torch.no_grad():
@@ -160,7 +160,7 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
             history["eval_step"].append(step)
             history["eval"].append(round(float(np.mean([float(e[0]) for e in ev])), 4))
             history["eval_speech"].append(round(float(np.mean([e[1] for e in ev])), 4))
-            bar.set_postfix(loss=f"{float(loss):.3f}", heldout=history["eval"][-1], speech=history["eval_speech"][-1])
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", heldout=history["eval"][-1], speech=history["eval_speech"][-1])
         bar.update(1)
         if step >= est_steps:
             break

@@ -1,0 +1,44 @@
+"""The tandem and front-end-only modes end to end on the embedded stack with the shipped model."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tandem.audio import write_mono
+from tandem.scoring import Transcriber, find_answer, speech_end_of
+from tandem.timeline import load as load_timeline
+from tandem.voices import speak
+
+pytestmark = pytest.mark.slow
+
+
+def run(tmp_path, mode: str, q: np.ndarray):
+    inp, out, tl = tmp_path / "q.wav", tmp_path / f"{mode}.wav", tmp_path / f"{mode}.json"
+    write_mono(inp, q)
+    r = subprocess.run([sys.executable, "-m", "tandem", "run", str(inp), "--mode", mode, "--out", str(out),
+                        "--timeline", str(tl)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    data, _ = sf.read(out)
+    return data[:, 1].astype(np.float32), load_timeline(tl), r.stdout
+
+
+def test_tandem_speaks_the_answer_soon_after_the_question(tmp_path):
+    q = speak("What is the capital of France?", "flite", lead_s=0.5, tail_s=6.0)
+    assistant, tl, stdout = run(tmp_path, "tandem", q)
+    end = speech_end_of(q)
+    words = Transcriber().words(assistant)
+    assert find_answer(words, ["paris"], after=end) is not None, " ".join(w.text for w in words)
+    kinds = {e["kind"] for e in tl["events"]}
+    assert {"oracle_reset", "oracle_append", "assistant_text"} <= kinds
+    assert tl["meta"]["oracle_tokens_fed"] > 0
+    loud = np.flatnonzero(np.abs(assistant[int(end * 24000):]) > 0.01)
+    assert len(loud) and loud[0] / 24000 < 1.5, "the front-end takes its turn quickly"
+
+
+def test_frontend_alone_answers_without_oracles(tmp_path):
+    q = speak("What is the capital of France?", "espeak", lead_s=0.5, tail_s=6.0)
+    assistant, tl, _ = run(tmp_path, "frontend", q)
+    assert not any(e["kind"] == "oracle_reset" for e in tl["events"])
+    assert any(e["kind"] == "assistant_text" for e in tl["events"]), "it says something"
