@@ -33,7 +33,7 @@ def test_tiny_training_lowers_the_loss_and_checkpoints(tmp_path):
         for k in range(40):
             fe.step(UserFrame(audio, 0.9 if k < 20 else 0.0, k < 20, transcript="what is the capital" if k > 5 else ""),
                     2 if k == 22 else (tok.encode(" Paris")[0] if k == 23 else 0))
-        return fe.emitted
+        return list(fe.emitted)
 
     assert run() == run(), "stepping is deterministic"
 

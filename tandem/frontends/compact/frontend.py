@@ -7,6 +7,7 @@ words are grouped into phrases with better prosody.
 """
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ class CompactFrontEnd:
         self.word: list[int] = []
         self.pending: list[str] = []
         self.user_run = 0
-        self.emitted: list[int] = []
+        self.emitted: deque[int] = deque(maxlen=4096)  # recent output tokens, for inspection and tests
         if self.voicer is not None:
             self.voicer.clear()
 
