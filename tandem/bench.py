@@ -23,13 +23,13 @@ from .audio import InputAudio, write_mono
 from .errors import TandemError
 from .metrics import summarize
 from .runner import run_session, write_outputs
-from .scoring import Transcriber, find_answer, onset_after, speech_end_of
+from .scoring import Transcriber, find_answer, onset_after, response_gaps, speech_end_of
 from .session import SessionConfig
 from .stack import Stack, StackConfig
 
 log = logging.getLogger(__name__)
 
-NUMERIC = ["onset_s", "answer_s", "final_latency_s", "vad_end_delay_s", "partial_stale_median_s", "llm_ttft_s",
+NUMERIC = ["onset_s", "answer_s", "gap_max_s", "final_latency_s", "vad_end_delay_s", "partial_stale_median_s", "llm_ttft_s",
            "tts_first_audio_s", "late_p50_ms", "late_p99_ms", "step_p50_ms", "step_p99_ms"]
 
 
@@ -133,6 +133,7 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
     said = " ".join(w.text for w in words)
     hit = find_answer(words, q.answers, after=end or 0.0)
     onset = onset_after(assistant, end) if end is not None else None
+    gaps = response_gaps(assistant, end) if end is not None else []
     return {
         **s,
         "speech_end_s": round(end, 3) if end is not None else None,
@@ -141,6 +142,8 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
         "correct": hit is not None,
         "said": said,
         "said_text": s["said"],
+        "gaps_s": gaps,
+        "gap_max_s": max(gaps) if gaps else 0.0,
     }
 
 
@@ -167,7 +170,7 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any]) -> None:
     keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
-            "final_latency_s_max", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
+            "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
             "tts_first_audio_s_median", "late_p99_ms_max", "deadline_misses"]
     modes = list(summary)
     lines = ["| measure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]

@@ -30,6 +30,29 @@ def onset_after(assistant: np.ndarray, t: float, threshold: float = AUDIBLE) -> 
     return float(loud[0]) / SAMPLE_RATE if len(loud) else None
 
 
+def response_gaps(assistant: np.ndarray, after: float, min_gap_s: float = 0.2) -> list[float]:
+    """Silent stretches (>= min_gap_s) between the first and last audible 20 ms block after `after`:
+    where the voice ran dry inside a response."""
+    hop = SAMPLE_RATE // 50
+    x = assistant[int(after * SAMPLE_RATE):]
+    n = len(x) // hop
+    if n == 0:
+        return []
+    loud = np.abs(x[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE
+    idx = np.flatnonzero(loud)
+    if len(idx) < 2:
+        return []
+    gaps, run = [], 0
+    for v in loud[idx[0]: idx[-1] + 1]:
+        if v:
+            if run * hop / SAMPLE_RATE >= min_gap_s:
+                gaps.append(round(run * hop / SAMPLE_RATE, 3))
+            run = 0
+        else:
+            run += 1
+    return gaps
+
+
 def normalize(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9 ]+", " ", text.lower()).split())
 
@@ -65,4 +88,4 @@ class Transcriber:
         return [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
 
 
-__all__ = ["Word", "Transcriber", "find_answer", "normalize", "onset_after", "speech_end_of"]
+__all__ = ["Word", "Transcriber", "find_answer", "normalize", "onset_after", "response_gaps", "speech_end_of"]

@@ -46,3 +46,15 @@ def test_find_answer_matches_multiword_answers_after_a_time():
     assert find_answer(words, ["buenos aires"]).text == "Aires."
     assert find_answer(words, ["paris"], after=0.5) is None
     assert normalize("Canberra!") == "canberra"
+
+
+def test_response_gaps_finds_where_the_voice_ran_dry():
+    import numpy as np
+
+    from tandem.scoring import response_gaps
+
+    sr = 24000
+    tone = (0.3 * np.sin(np.arange(sr // 2) / 5)).astype(np.float32)
+    x = np.concatenate([np.zeros(sr), tone, np.zeros(int(0.5 * sr)), tone, np.zeros(int(0.1 * sr)), tone, np.zeros(sr)])
+    gaps = response_gaps(x, after=0.5)
+    assert len(gaps) == 1 and abs(gaps[0] - 0.5) < 0.05
