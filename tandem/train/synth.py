@@ -181,5 +181,5 @@ def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None
         d.turns.append(Turn(words, clean, reply, kind, answer))
         t = words[-1].end + 0.3 + reply_duration(reply) + rng.uniform(0.3, 2.0)
     # room after the last turn for a late oracle, a replaced answer or a fallback, and the silence after
-    d.duration = max(t, d.turns[-1].end + reply_duration(d.turns[-1].reply) + 5.0)
+    d.duration = max(t, d.turns[-1].end + 2 * reply_duration(d.turns[-1].reply) + 5.0)
     return d

@@ -164,6 +164,11 @@ class _Teacher:
         chars = len(self.tok.decode(ids[i:j])) + 1
         return max(j - i, round(chars * S_PER_CHAR * FPS))
 
+    @staticmethod
+    def _fed(reset_frame: int, j: int, f: int) -> bool:
+        """KAME plays content token j at frame reset + 1 + j; it can be copied from that frame on."""
+        return f >= reset_frame + 1 + j
+
     def _word_end(self, plan: list[int], i: int) -> int:
         """Index after the word that plan[i - 1] belongs to (where a switch may happen)."""
         while 0 < i < len(plan) and not self.tok.starts_word(plan[i]):
@@ -171,8 +176,8 @@ class _Teacher:
         return i
 
     def run(self, target: np.ndarray, start: int, stop: int, oracle_at: list[tuple[int, list[int]]]) -> int | None:
-        """oracle_at: (frame from which its content is visible, content ids). Fills target[start:stop];
-        returns the first frame with speech."""
+        """oracle_at: (reset frame, content ids as appended). Fills target[start:stop]; returns the first
+        frame with speech. A content token is spoken only once the oracle stream has fed it."""
         tok = self.tok
         plan: list[int] = []
         ostart = 0  # where the followed oracle's content begins in plan
@@ -182,7 +187,7 @@ class _Teacher:
         idle_since: int | None = None
         fell_back = False
         for f in range(start, stop):
-            latest = max((k for k, (vis, ids) in enumerate(oracle_at) if vis <= f and ids), default=None)
+            latest = max((k for k, (r, ids) in enumerate(oracle_at) if r < f and ids), default=None)
             if latest is not None and latest != src:
                 new = list(oracle_at[latest][1])
                 if i == 0:
@@ -191,9 +196,10 @@ class _Teacher:
                     cut = self._word_end(plan, i)
                     plan, ostart = plan[:cut] + new, cut
                 else:
-                    said = plan[ostart:i]
+                    said = plan[ostart:i] if i > ostart else []
                     if new[: len(said)] == said:
-                        plan = plan[:i] + new[len(said):]  # the same answer again: carry on seamlessly
+                        # the same answer again: carry on seamlessly (a repair under way is kept)
+                        plan = plan[: max(i, ostart)] + new[len(said):]
                     else:
                         cut = self._word_end(plan, i)
                         repair = tok.encode(REPAIR)
@@ -204,7 +210,7 @@ class _Teacher:
             if hold > 0:
                 hold -= 1
                 continue
-            if i < len(plan):
+            if i < len(plan) and (src is None or i < ostart or self._fed(oracle_at[src][0], i - ostart, f)):
                 target[f] = plan[i]
                 first = f if first is None else first
                 i += 1
@@ -258,9 +264,8 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
             ids = tok.encode(text)
             stream.reset(f)
             if rng.random() < 0.1:  # a slow LLM: half the tokens arrive late, and KAME drops them
-                stream.append(ids[: len(ids) // 2], f)
-            else:
-                stream.append(ids, f)
+                ids = ids[: len(ids) // 2]
+            stream.append(ids, f)
             resets.append((f, ti))
             oracle_ids.append(ids)
             ev_i += 1
@@ -271,8 +276,7 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
         stop = infos[ti + 1].start_frame if ti + 1 < len(infos) else n  # the user speaks again: stop
         if start >= n:
             continue
-        # an oracle's content is visible one frame after its first token was fed (reset frame + 1)
-        vis = [(f + 2, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
+        vis = [(f, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
         info.reply_start = teacher.run(target, start, min(stop, n), vis)
     return Example(user, vad.astype(np.float32), oracle, target, speech, infos)
 

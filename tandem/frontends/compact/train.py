@@ -162,6 +162,8 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
             history["eval_speech"].append(round(float(np.mean([e[1] for e in ev])), 4))
             bar.set_postfix(loss=f"{float(loss.detach()):.3f}", heldout=history["eval"][-1], speech=history["eval_speech"][-1])
         bar.update(1)
+        if step % 500 == 0:  # a run cut short still leaves a usable checkpoint
+            save_checkpoint(out / "compact.pt", model, tok, {"steps": step, "partial": True, "seed": cfg.seed})
         if step >= est_steps:
             break
     bar.close()
