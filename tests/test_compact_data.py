@@ -61,15 +61,16 @@ def test_oracle_stream_follows_kame_semantics(tok):
 
 def test_replaced_oracle_leads_to_a_repair_and_the_newer_answer(tok):
     rng = random.Random(3)
-    found = 0
-    for _ in range(20):
+    repaired = right = 0
+    for _ in range(30):
         d = make_dialogue(rng, n_turns=1)
         ex = build_example(rng, tok, dialogue=d, scenario="replaced")
         said = tok.decode([int(t) for t in ex.target if t > END])
         if d.turns[0].answer and "sorry," in said:
-            assert d.turns[0].answer in said.split("sorry,")[-1]
-            found += 1
-    assert found >= 5
+            repaired += 1
+            right += d.turns[0].answer in said.split("sorry,")[-1]
+    # a slow stream (10%) can lose the newer oracle's tail: KAME drops late tokens
+    assert repaired >= 8 and right >= 0.7 * repaired
 
 
 def test_no_oracle_means_opener_then_fallback_then_silence(tok):
