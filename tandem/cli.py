@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--plot", type=Path, default=None, help="timeline plot (PNG)")
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
+    r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
     r.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback)")
     r.add_argument("--answer", action="append", default=[],
                    help="an accepted answer word; when given, the assistant channel is transcribed and the "
@@ -154,11 +155,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     audio = load_input(args.input)  # fail on bad input before starting anything
     if args.mode in ("tandem", "frontend"):
-        frontend.build(args.front_end)  # fail now, with a clear message, if it is not available
+        fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
+        frontend.build(args.front_end, **fe_kwargs)  # fail now, with a clear message, if it is not available
     cfg = SessionConfig(mode=args.mode, pace=args.pace)
     with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model, need_llm=args.mode != "frontend")) as stack:
         result = run_session(stack, audio, cfg, front_end_name=args.front_end, oracle_policy=args.oracle_policy,
-                             meta={"input": str(args.input)})
+                             meta={"input": str(args.input)},
+                             front_end_kwargs={"checkpoint": args.checkpoint} if args.checkpoint else None)
     write_outputs(result, args.out, args.timeline, args.plot)
     s = summarize(result.timeline.to_dict())
     print(f"heard:   {s['final_text']!r}")

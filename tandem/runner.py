@@ -27,10 +27,11 @@ class RunResult:
 
 
 def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_end_name: str = "compact",
-                oracle_policy: str = "kame", meta: dict | None = None) -> RunResult:
+                oracle_policy: str = "kame", meta: dict | None = None,
+                front_end_kwargs: dict | None = None) -> RunResult:
     front_end = None
     if config.mode in ("tandem", "frontend"):
-        front_end = fe_registry.build(front_end_name, tts=stack.tts)
+        front_end = fe_registry.build(front_end_name, tts=stack.tts, **(front_end_kwargs or {}))
 
     async def go() -> RunResult:
         client = stack.client()
