@@ -22,7 +22,7 @@ from .llm.prompt import oracle_messages
 
 log = logging.getLogger(__name__)
 
-OracleEmit = Callable[[str, str], None]  # ("reset" | "append", text)
+OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,8 @@ class OracleScheduler:
                     self.emit("append", delta)
                     self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=delta)
             self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text)
+            if self._adopted == st.sid:
+                self.emit("end", "")
         except asyncio.CancelledError:
             raise
         except LLMError as e:

@@ -37,6 +37,30 @@ from .tts import Voicer
 
 log = logging.getLogger(__name__)
 
+
+class WordBuffer:
+    """Streamed LLM text -> complete words. Tokenising each chunk on its own would split words
+    differently from tokenising the whole text (\"Paris\" + \".\" is not \"Paris.\"); a word is only
+    complete once whitespace follows it or the stream ends."""
+
+    def __init__(self) -> None:
+        self.buf = ""
+
+    def reset(self) -> None:
+        self.buf = ""
+
+    def push(self, text: str) -> str:
+        self.buf += text
+        cut = max(self.buf.rfind(" "), self.buf.rfind("\n"))
+        if cut <= 0:
+            return ""
+        done, self.buf = self.buf[:cut], self.buf[cut:]
+        return done.strip()
+
+    def flush(self) -> str:
+        done, self.buf = self.buf.strip(), ""
+        return done
+
 MODES = ("tandem", "frontend", "cascade")
 AUDIBLE = 0.01  # peak above which an output frame counts as assistant speech (-40 dBFS)
 
@@ -72,6 +96,7 @@ class Session:
         self.front_end = front_end
         self.conv = Conversation()
         self._oracle_events: deque[tuple[str, str]] = deque()
+        self._oracle_words = WordBuffer()
         self.oracle: OracleStream | None = None
         self.scheduler: OracleScheduler | None = None
         self.cascade: CascadeResponder | None = None
@@ -151,16 +176,18 @@ class Session:
             self._oracle_events.clear()
             return
         budget_end = time.perf_counter() + self.config.event_budget_ms / 1e3
-        tok = self.front_end.tokenizer
         while self._oracle_events and time.perf_counter() < budget_end:
             kind, text = self._oracle_events.popleft()
             if kind == "reset":
                 self.oracle.reset(frame)
+                self._oracle_words.reset()
                 self.timeline.add(tl.ORACLE_RESET)
-            else:
-                ids = tok.encode(text)
+                continue
+            words = self._oracle_words.push(text) if kind == "append" else self._oracle_words.flush()
+            if words:
+                ids = self.front_end.tokenizer.encode(words)
                 self.oracle.append(ids, frame)
-                self.timeline.add(tl.ORACLE_APPEND, text=text, tokens=ids)
+                self.timeline.add(tl.ORACLE_APPEND, text=words, tokens=ids)
 
     def backend_idle(self) -> bool:
         busy = self.in_speech or self.listener_busy
