@@ -81,3 +81,10 @@ def test_no_oracle_means_opener_then_fallback_then_silence(tok):
     assert said and len(said.split()) <= 12
     last = np.flatnonzero(ex.target > END)[-1]
     assert last < len(ex.target) - 5
+
+
+def test_user_queue_backlog_keeps_only_the_newest_tokens(tok):
+    q = UserTokenQueue(tok.encode, PAD, max_backlog=4)
+    q.update("what is " + "wh " * 40 + "the capital")
+    assert len(q.queue) == 4
+    assert tok.decode(list(q.queue)).endswith("capital")

@@ -105,3 +105,10 @@ def test_listener_isolates_streams_and_survives_bad_messages(spoken_question):
             b_events.append(b.get())
     assert finals and "france" in finals[0]["text"].lower()
     assert {e["kind"] for e in b_events} == {"progress"}, "silence on stream b must produce no speech events"
+
+
+def test_whisper_loops_are_not_passed_on_as_partials():
+    from tandem.listener.worker import plausible
+
+    assert plausible("What is the capital of France?", 2.0)
+    assert not plausible("What is... " + "Wh- " * 40, 0.6)

@@ -150,9 +150,17 @@ def _decode_one(streams: dict[str, _Stream], stt, config: ListenerConfig, emit) 
     end = st.vad.samples_seen
     st.last_partial_end = end
     tr = stt.transcribe(st.slice(st.utt_start, end))
-    if tr.no_speech_prob < 0.6:
+    if tr.no_speech_prob < 0.6 and plausible(tr.text, (end - st.utt_start) / SAMPLE_RATE):
         emit(sid, "partial", text=_clean(tr.text), audio_start_s=st.utt_start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
              decode_ms=round(tr.decode_ms, 1))
+
+
+MAX_WORDS_PER_S = 5.0  # people say 2-4; more means Whisper is looping on a fragment
+
+
+def plausible(text: str, audio_s: float) -> bool:
+    """False for the repetition loops Whisper can fall into on a short, cut-off fragment."""
+    return len(text.split()) <= MAX_WORDS_PER_S * audio_s + 3
 
 
 _NOISE = {"", ".", "you", "thank you.", "thanks for watching!", "[blank_audio]", "(silence)"}

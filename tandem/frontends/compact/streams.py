@@ -22,11 +22,14 @@ def transcript_delta(old: str, new: str) -> str:
 
 
 class UserTokenQueue:
-    """Transcript updates in, one user token per frame out (PAD when there is nothing new)."""
+    """Transcript updates in, two user tokens per frame out (PAD when there is nothing new).
+    A backlog beyond `max_backlog` keeps only its newest tokens: a burst (a long revision, a
+    recogniser glitch) must not keep the stream busy long after the user stopped talking."""
 
-    def __init__(self, encode, pad: int) -> None:
+    def __init__(self, encode, pad: int, max_backlog: int = 16) -> None:
         self.encode = encode
         self.pad = pad
+        self.max_backlog = max_backlog
         self.seen = ""
         self.queue: deque[int] = deque()
 
@@ -37,6 +40,8 @@ class UserTokenQueue:
         self.seen = transcript
         if delta:
             self.queue.extend(self.encode(" " + delta))
+            while len(self.queue) > self.max_backlog:
+                self.queue.popleft()
 
     def next(self, n: int = 2) -> list[int]:
         """The next `n` tokens (one per user slot of the frame), PAD-filled."""
