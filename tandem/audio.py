@@ -16,6 +16,7 @@ FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 STT_SAMPLE_RATE = 16_000
 
 MAX_INPUT_S = 600.0  # a file run is a conversation, not an audiobook
+AUDIBLE = 0.01  # peak above which output audio counts as assistant speech (-40 dBFS)
 SILENCE_PEAK = 1e-3  # about -60 dBFS: below this everywhere, there is nothing to hear
 
 

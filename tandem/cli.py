@@ -110,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from .frontends.compact.model import CompactConfig
     from .frontends.compact.train import TrainConfig, train
 
     out = args.out or Path(__file__).parent / "frontends" / "compact" / "assets"
     cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
     if args.tiny:
-        cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96, d=32,
-                          layers=1, heads=2, window=64, vocab=400, eval_every=10, eval_batches=1, warmup=5)
+        cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
+                          model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64),
+                          eval_every=10, eval_batches=1, warmup=5)
     meta = train(cfg, out)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
           f"checkpoint {out / 'compact.pt'}")

@@ -28,8 +28,7 @@ class UserFrame:
     audio: np.ndarray  # 1920 float32 samples at 24 kHz
     vad_prob: float  # latest voice-activity probability the Listener reported
     in_speech: bool
-    new_text: str = ""  # transcript words that became known since the previous frame
-    transcript: str = ""  # the current user turn as the Listener hears it now
+    transcript: str = ""  # the user's turn as the Listener hears it now (front-ends diff it themselves)
 
 
 @dataclass

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .audio import SAMPLE_RATE, resample
-
-AUDIBLE = 0.01
+from .audio import AUDIBLE, SAMPLE_RATE, resample
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import timeline as tl
-from .audio import FRAME_S, FRAME_SAMPLES
+from .audio import AUDIBLE, FRAME_S, FRAME_SAMPLES
 from .cascade import CascadeResponder
 from .clock import SessionClock
 from .conversation import Conversation
@@ -62,7 +62,6 @@ class WordBuffer:
         return done
 
 MODES = ("tandem", "frontend", "cascade")
-AUDIBLE = 0.01  # peak above which an output frame counts as assistant speech (-40 dBFS)
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,6 @@ class Session:
         self._heard = asyncio.Event()
         self._listener_stalled = False
         self._user_text = ""
-        self._user_text_sent = ""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- back-end plumbing ------------------------------------------------------------------
@@ -199,13 +197,7 @@ class Session:
 
     # -- the frame loop ----------------------------------------------------------------------
     def _user_frame(self, audio: np.ndarray) -> UserFrame:
-        text = self._user_text
-        new = ""
-        if text != self._user_text_sent:
-            new = text[len(self._user_text_sent):] if text.startswith(self._user_text_sent) else text
-            self._user_text_sent = text
-        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech,
-                         new_text=new, transcript=text)
+        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text)
 
     def _respond(self, k: int, audio: np.ndarray) -> tuple[np.ndarray, list[str], int]:
         if self.cascade is not None:

@@ -6,11 +6,13 @@ import torch
 
 from tandem.frontend import UserFrame
 from tandem.frontends.compact.frontend import CompactFrontEnd
+from tandem.frontends.compact.model import CompactConfig
 from tandem.frontends.compact.train import TrainConfig, load_checkpoint, train
 
 
 def tiny_cfg(steps: int) -> TrainConfig:
-    return TrainConfig(minutes=5, max_steps=steps, batch=6, seq=96, d=32, layers=1, heads=2, window=64, vocab=400,
+    return TrainConfig(minutes=5, max_steps=steps, batch=6, seq=96,
+                       model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64),
                        eval_every=10, eval_batches=1, warmup=5, lr=5e-3)
 
 

@@ -110,7 +110,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
     while running:
         work_due = any(st.finals or _partial_due(st, config) for st in streams.values())
         try:
-            msg = inbox.get(timeout=None if not work_due else 0.0) if not work_due else inbox.get_nowait()
+            msg = inbox.get_nowait() if work_due else inbox.get()
         except queue.Empty:
             msg = None
         while msg is not None:

@@ -11,7 +11,7 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +35,7 @@ class TrainConfig:
     lr: float = 3e-3
     warmup: int = 150
     seed: int = 1234
-    vocab: int = 1024
-    d: int = 192
-    layers: int = 4
-    heads: int = 4
-    window: int = 192
+    model: CompactConfig = field(default_factory=CompactConfig)  # its vocab is the tokenizer's size
     eval_every: int = 100
     eval_batches: int = 4
 
@@ -124,8 +120,8 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     t0 = time.time()
-    tok = train_tokenizer(random.Random(cfg.seed + 1), cfg.vocab)
-    model = CompactLM(CompactConfig(vocab=tok.vocab_size, d=cfg.d, layers=cfg.layers, heads=cfg.heads, window=cfg.window))
+    tok = train_tokenizer(random.Random(cfg.seed + 1), cfg.model.vocab)
+    model = CompactLM(replace(cfg.model, vocab=tok.vocab_size))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.05, betas=(0.9, 0.98))
     eval_rng = random.Random(cfg.seed + 2)
     eval_batches = [make_batch(eval_rng, tok, cfg.batch, cfg.seq, heldout=True) for _ in range(cfg.eval_batches)]
@@ -167,7 +163,7 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
         if step >= est_steps:
             break
     bar.close()
-    meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "seed": cfg.seed, "config": cfg.__dict__,
+    meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "seed": cfg.seed, "config": asdict(cfg),
             "final_heldout_loss": history["eval"][-1] if history["eval"] else None,
             "params": sum(p.numel() for p in model.parameters())}
     save_checkpoint(out / "compact.pt", model, tok, meta)
