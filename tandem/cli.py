@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 from .errors import TandemError
+from .frontends.moshi.options import add_cli_args as add_moshi_args
+from .frontends.moshi.options import export_env as export_moshi_env
+from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -37,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an accepted answer word; when given, the assistant channel is transcribed and the "
                         "answer latency printed (repeatable)")
     _add_llm_args(r)
+    add_moshi_args(r)
 
     s = sub.add_parser("say", help="speak a text with a test voice (not the assistant's) into a wav")
     s.add_argument("text")
@@ -71,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--llm-load", action="store_true",
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
     _add_llm_args(b)
+    add_moshi_args(b)
     return ap
 
 
@@ -98,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_evaluate(args)
         if args.cmd == "bench":
             from .bench import run_bench
+
+            export_moshi_env(args)  # bench builds its front-ends by name only; the moshi factory reads these
 
             return run_bench(args)
     except TandemError as e:
@@ -156,14 +163,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .stack import Stack, StackConfig
 
     audio = load_input(args.input)  # fail on bad input before starting anything
+    fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
+    if args.front_end == "moshi":
+        fe_kwargs.update(moshi_kwargs(args))
     if args.mode in ("tandem", "frontend"):
-        fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
         frontend.build(args.front_end, **fe_kwargs)  # fail now, with a clear message, if it is not available
     cfg = SessionConfig(mode=args.mode, pace=args.pace)
     with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model, need_llm=args.mode != "frontend")) as stack:
         result = run_session(stack, audio, cfg, front_end_name=args.front_end, oracle_policy=args.oracle_policy,
                              meta={"input": str(args.input)},
-                             front_end_kwargs={"checkpoint": args.checkpoint} if args.checkpoint else None)
+                             front_end_kwargs=fe_kwargs or None)
     write_outputs(result, args.out, args.timeline, args.plot)
     s = summarize(result.timeline.to_dict())
     print(f"heard:   {s['final_text']!r}")

@@ -1,0 +1,180 @@
+"""The Moshi front-end: user frame -> Mimi encode -> LM step with the frame's oracle token -> Mimi decode.
+
+One `MoshiFrontEnd` steps a batch of B sessions at once (`step_batch`), each batch element with its
+own streaming state and its own oracle token for the frame; the sessions' `OracleStream`s (one per
+session, tandem/oracle.py) decide those tokens. `step` is the B = 1 case the Session calls.
+
+Timing: at step k the LM hears user frame k and returns the text token and audio codes of frame
+k - 1 (Moshi's acoustic delay), so the first step returns silence. A text piece is reported in the
+frame whose audio it belongs to.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ...audio import FRAME_SAMPLES
+from ...frontend import FrontEndOutput, UserFrame
+from .bundle import MoshiBundle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Sampling:
+    """moshi's LMGen sampling settings (its defaults)."""
+
+    temp: float = 0.8
+    temp_text: float = 0.7
+    top_k: int = 250
+    top_k_text: int = 25
+    use_sampling: bool = True
+
+
+class MoshiFrontEnd:
+    name = "moshi"
+
+    def __init__(self, bundle: MoshiBundle, batch_size: int = 1, sampling: Sampling | None = None,
+                 seed: int | None = None, history: int = 4096) -> None:
+        from moshi.models import LMGen
+
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.bundle = bundle
+        self.tokenizer = bundle.tokenizer
+        self.batch_size = batch_size
+        self.sampling = sampling or Sampling()
+        self.seed = seed
+        lm = bundle.lm
+        if getattr(lm, "_tandem_owner", None) is not None:
+            raise RuntimeError("this Moshi model is already stepping another front-end; one model serves many "
+                               "sessions through one front-end's batch slots (batch_size), not several front-ends")
+        # The oracle tokens of the current step, [B, 1], updated in place (see model.py on CUDA graphs).
+        self._oracle = torch.full((batch_size, 1), self.tokenizer.pad_id, dtype=torch.long, device=bundle.device)
+        s = self.sampling
+        self.gen = LMGen(lm, use_sampling=s.use_sampling, temp=s.temp, temp_text=s.temp_text, top_k=s.top_k,
+                         top_k_text=s.top_k_text)
+        self._stack: contextlib.ExitStack | None = None
+        self.frame = 0
+        # what each step fed and produced, bounded: for the timeline, tests and debugging
+        self.fed_oracle: deque[list[int]] = deque(maxlen=history)
+        self.emitted: deque[list[int]] = deque(maxlen=history)
+
+    # -- streaming state ----------------------------------------------------------------------------
+    def _compile_guard(self) -> contextlib.AbstractContextManager:
+        # torch.compile on a CPU costs seconds on the first step and gains nothing at these sizes
+        if self.bundle.device.type == "cuda":
+            return contextlib.nullcontext()
+        from moshi.utils.compile import no_compile
+
+        return no_compile()
+
+    def _ensure_streaming(self) -> None:
+        if self._stack is not None:
+            return
+        lm = self.bundle.lm
+        if getattr(lm, "_tandem_owner", None) not in (None, self):
+            raise RuntimeError("this Moshi model is already stepping another front-end")
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.bundle.mimi.streaming(self.batch_size))
+        stack.enter_context(self.gen.streaming(self.batch_size))
+        lm.attach_oracle(self._oracle)
+        lm._tandem_owner = self
+        self._stack = stack
+
+    def reset(self) -> None:
+        """A new conversation in every batch slot."""
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        self._ensure_streaming()
+        self.bundle.mimi.reset_streaming()
+        self.gen.reset_streaming()
+        self._oracle.fill_(self.tokenizer.pad_id)
+        self.frame = 0
+        self.fed_oracle.clear()
+        self.emitted.clear()
+
+    def reset_slot(self, i: int) -> None:
+        """A new conversation in batch slot i only; the other slots carry on."""
+        self._ensure_streaming()
+        mask = torch.zeros(self.batch_size, dtype=torch.bool, device=self.bundle.device)
+        mask[i] = True
+        self.bundle.mimi.reset_streaming(mask)
+        self.gen.reset_streaming(mask)
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self.bundle.lm.attach_oracle(None)
+            self.bundle.lm._tandem_owner = None
+            self._stack.close()
+            self._stack = None
+
+    def __enter__(self) -> "MoshiFrontEnd":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- stepping -----------------------------------------------------------------------------------
+    def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
+        if self.batch_size != 1:
+            raise RuntimeError(f"step() is for batch_size 1; this front-end has {self.batch_size} slots, use step_batch")
+        return self.step_batch([user], [oracle_token])[0]
+
+    def step_batch(self, users: list[UserFrame], oracle_tokens: list[int]) -> list[FrontEndOutput]:
+        B = self.batch_size
+        if len(users) != B or len(oracle_tokens) != B:
+            raise ValueError(f"step_batch needs exactly {B} frames and {B} oracle tokens, "
+                             f"got {len(users)} and {len(oracle_tokens)}")
+        top = self.bundle.lm.text_initial_token_id
+        toks = [int(t) for t in oracle_tokens]
+        bad = [t for t in toks if not -1 <= t <= top]
+        if bad:
+            raise ValueError(f"oracle tokens {bad} are outside the text vocabulary (0..{top}, or -1 for none)")
+        self._ensure_streaming()
+        dev = self.bundle.device
+        pcm = np.stack([_frame(u.audio) for u in users])
+        with torch.no_grad(), self._compile_guard():
+            codes = self.bundle.mimi.encode(torch.from_numpy(pcm)[:, None, :].to(dev))
+            self._oracle.copy_(torch.tensor(toks, dtype=torch.long).view(B, 1))
+            out = self.gen.step(codes)
+            self.fed_oracle.append(toks)
+            self.frame += 1
+            if out is None:  # the acoustic delay: nothing to say yet
+                self.emitted.append([-1] * B)
+                return [FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), []) for _ in range(B)]
+            audio = self.bundle.mimi.decode(out[:, 1:]).float().cpu().numpy()[:, 0, :]
+            text = out[:, 0, 0].tolist()
+        self.emitted.append(text)
+        res = []
+        for i in range(B):
+            piece = self.tokenizer.piece(text[i])
+            res.append(FrontEndOutput(np.ascontiguousarray(audio[i, :FRAME_SAMPLES], dtype=np.float32),
+                                      [piece] if piece else []))
+        return res
+
+    def said(self, slot: int = 0) -> str:
+        """The text this slot has said so far (within the bounded history)."""
+        return self.tokenizer.decode([step[slot] for step in self.emitted if step[slot] >= 0])
+
+
+def _frame(audio: np.ndarray) -> np.ndarray:
+    a = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if a.shape[0] != FRAME_SAMPLES:
+        raise ValueError(f"a user frame is {FRAME_SAMPLES} samples at 24 kHz, got {a.shape[0]}")
+    return a
+
+
+def iter_frames(audio: np.ndarray) -> Iterator[np.ndarray]:
+    """Whole 80 ms frames of a 24 kHz signal (the tail is zero-padded)."""
+    n = -(-len(audio) // FRAME_SAMPLES)
+    padded = np.zeros(n * FRAME_SAMPLES, np.float32)
+    padded[: len(audio)] = audio
+    for k in range(n):
+        yield padded[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]
