@@ -22,6 +22,7 @@ import numpy as np
 from .audio import InputAudio, write_mono
 from .errors import TandemError
 from .metrics import summarize
+from .oracle import make_policy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, find_answer, onset_after, response_gaps, speech_end_of
 from .session import SessionConfig
@@ -152,10 +153,15 @@ def _median(xs: list[float]) -> float | None:
     return round(float(np.median(xs)), 4) if xs else None
 
 
+def variant_of(run: dict[str, Any]) -> str:
+    """The column a run belongs to: its mode, or mode[policy] when policies are compared."""
+    return run.get("variant") or run["mode"]
+
+
 def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for mode in dict.fromkeys(r["mode"] for r in runs):
-        rs = [r for r in runs if r["mode"] == mode]
+    for mode in dict.fromkeys(variant_of(r) for r in runs):
+        rs = [r for r in runs if variant_of(r) == mode]
         ok = [r for r in rs if not r.get("failed")]
         m: dict[str, Any] = {"runs": len(rs), "failed": len(rs) - len(ok),
                              "correct_rate": round(sum(r["correct"] for r in ok) / len(rs), 4) if rs else None,
@@ -188,17 +194,27 @@ def plot_latencies(path: Path, runs: list[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    modes = list(dict.fromkeys(r["mode"] for r in runs))
+    modes = list(dict.fromkeys(variant_of(r) for r in runs))
     keys = [("onset_s", "onset latency (s)"), ("answer_s", "answer latency (s)"), ("final_latency_s", "final transcript after speech end (s)")]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5))
+    fig, axes = plt.subplots(1, len(keys) + 1, figsize=(4.5 * (len(keys) + 1), 3.8))
     for ax, (k, label) in zip(axes, keys):
-        data = [[r[k] for r in runs if r["mode"] == m and r.get(k) is not None] for m in modes]
+        data = [[r[k] for r in runs if variant_of(r) == m and r.get(k) is not None] for m in modes]
         if any(data):
             ax.boxplot([d if d else [np.nan] for d in data], tick_labels=modes)
             for i, d in enumerate(data, 1):
                 ax.plot(np.full(len(d), i) + np.random.default_rng(0).uniform(-0.08, 0.08, len(d)), d, ".", alpha=0.6)
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
+        ax.tick_params(axis="x", labelsize=7)
+    ax = axes[-1]
+    rates = [np.mean([bool(r.get("correct")) for r in runs if variant_of(r) == m]) for m in modes]
+    ax.bar(range(len(modes)), rates, color="tab:green", alpha=0.7)
+    for i, v in enumerate(rates):
+        ax.text(i, v + 0.02, f"{v:.0%}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(modes)), modes, fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.set_title("correct (accepted answer heard)", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -214,6 +230,10 @@ def run_bench(args: argparse.Namespace) -> int:
     for m in modes:
         if m not in ("tandem", "frontend", "cascade"):
             raise TandemError(f"unknown mode {m!r} in --modes")
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    for p in policies:
+        make_policy(p)  # an unknown name fails before any audio is made
+    variants = [(m, p) for m in modes for p in (policies if m == "tandem" else [None])]
     if any(m in ("tandem", "frontend") for m in modes):
         from . import frontend
 
@@ -235,22 +255,25 @@ def run_bench(args: argparse.Namespace) -> int:
                     user = speak(q.question, args.voice, tail_s=args.tail)
                     in_wav = out / "audio" / f"{q.id}.in.wav"
                     write_mono(in_wav, user)
-                    for mode in modes:
-                        rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "question": q.question,
-                                               "answers": q.answers, "input_wav": str(in_wav)}
+                    for mode, policy in variants:
+                        label = f"{mode}[{policy}]" if policy and len(policies) > 1 else mode
+                        stem = f"{q.id}.{mode}-{policy}" if policy and len(policies) > 1 else f"{q.id}.{mode}"
+                        rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "variant": label, "policy": policy,
+                                               "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
                         try:
                             res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode),
-                                              oracle_policy=args.policy, meta={"input": str(in_wav), "question_id": q.id})
-                            out_wav = out / "audio" / f"{q.id}.{mode}.wav"
-                            tl_path = out / "timelines" / f"{q.id}.{mode}.json"
-                            png = out / "timelines" / f"{q.id}.{mode}.png"
+                                              front_end_name=args.front_end, oracle_policy=policy or "kame",
+                                              meta={"input": str(in_wav), "question_id": q.id})
+                            out_wav = out / "audio" / f"{stem}.wav"
+                            tl_path = out / "timelines" / f"{stem}.json"
+                            png = out / "timelines" / f"{stem}.png"
                             write_outputs(res, out_wav, tl_path, png)
                             rec.update(score_run(res.timeline.to_dict(), user, res.assistant, q, transcriber))
                             rec.update({"output_wav": str(out_wav), "timeline": str(tl_path), "plot": str(png)})
                         except TandemError:
                             raise
                         except Exception as e:  # noqa: BLE001 - one failed run must not end the benchmark
-                            log.exception("run %s/%s failed", q.id, mode)
+                            log.exception("run %s/%s failed", q.id, label)
                             rec.update({"failed": True, "error": f"{type(e).__name__}: {e}", "correct": False})
                         runs.append(rec)
         finally:

@@ -17,7 +17,12 @@ class OracleBuffer:
     pinned_frame: int | None = None  # frame at which tokens[0] is (or was) fed
     cursor: int = 0  # next index to feed, for policies that play late tokens
     fed: int = 0  # tokens actually fed since the last reset
+    last_index: int = -1  # index in `tokens` of the token fed last (training data aligns copies with it)
     dropped: int = 0  # tokens whose slot had passed when they arrived (KAME)
+    # prefix-keep policy: a newer oracle collected while the current one keeps playing
+    candidate: list[int] | None = None
+    kept: int = 0  # newer oracles that continued the current one without a restart
+    restarts: int = 0  # newer oracles that restarted the stream (KAME's reset)
 
 
 class OraclePolicy(Protocol):
@@ -55,6 +60,7 @@ class KamePolicy:
         i = frame - buf.pinned_frame
         if 0 <= i < len(buf.tokens):
             buf.fed += 1
+            buf.last_index = i
             return buf.tokens[i]
         return None
 
@@ -73,12 +79,58 @@ class LatePlaybackPolicy(KamePolicy):
         if buf.pinned_frame is None or frame < buf.pinned_frame or buf.cursor >= len(buf.tokens):
             return None
         tok = buf.tokens[buf.cursor]
+        buf.last_index = buf.cursor
         buf.cursor += 1
         buf.fed += 1
         return tok
 
 
-POLICIES: dict[str, type[KamePolicy]] = {p.name: p for p in (KamePolicy, LatePlaybackPolicy)}
+class PrefixKeepPolicy(LatePlaybackPolicy):
+    """A newer oracle that agrees with what has already been fed continues the stream instead of
+    restarting it.
+
+    KAME replays every new oracle from its start token, so when the LLM answers the same thing again
+    (a partial transcript and then the final one usually give the same reply) the front-end sees its
+    answer restart mid-sentence and must find its place again. Here a reset only opens a candidate;
+    while the candidate's tokens match the current buffer nothing changes. At the first difference:
+    if that index has not been fed yet, the candidate's tail replaces the buffer's tail (seamless);
+    if it has, the stream restarts from the candidate's start token at the current frame, as KAME
+    would. Tokens are played in order and never dropped (late tokens run late, as in late-playback).
+    """
+
+    name = "prefix"
+
+    def on_reset(self, buf: OracleBuffer, start_token: int, frame: int) -> None:
+        if buf.pinned_frame is None:
+            super().on_reset(buf, start_token, frame)
+            return
+        buf.candidate = [start_token]
+
+    def on_append(self, buf: OracleBuffer, tokens: list[int], frame: int) -> None:
+        if buf.candidate is None:
+            super().on_append(buf, tokens, frame)
+            return
+        cand = buf.candidate
+        cand.extend(tokens)
+        shared = 0
+        for a, b in zip(cand, buf.tokens):
+            if a != b:
+                break
+            shared += 1
+        if shared == len(cand):
+            return  # so far the candidate repeats the current oracle: keep playing, keep collecting
+        buf.candidate = None
+        if shared >= buf.cursor:  # the difference has not been fed yet: splice the new tail in
+            buf.tokens = buf.tokens[:shared] + cand[shared:]
+            buf.kept += 1
+        else:  # the front-end has already been fed content the newer oracle contradicts
+            buf.tokens = cand
+            buf.pinned_frame = frame
+            buf.cursor = buf.fed = 0
+            buf.restarts += 1
+
+
+POLICIES: dict[str, type[KamePolicy]] = {p.name: p for p in (KamePolicy, LatePlaybackPolicy, PrefixKeepPolicy)}
 
 
 class OracleStream:

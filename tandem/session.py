@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,18 @@ class WordBuffer:
         return done
 
 MODES = ("tandem", "frontend", "cascade")
+
+
+@dataclass
+class LiveStep:
+    """One live step between `Session.live_pre` and `Session.live_post`."""
+    k: int
+    t0: float  # session time the step started
+    p0: float  # perf_counter at the start, for the step time
+    oracle_token: int  # -1 in cascade mode
+    user: UserFrame | None = None  # what the front-end hears this frame (None in cascade mode)
+    audio: np.ndarray | None = None  # set when the output needs no front-end step (cascade mode)
+    texts: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,8 @@ class Session:
         self._listener_stalled = False
         self._user_text = ""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._silent_frames = 10**9  # frames since the assistant was last audible
+        self._live_k = 0  # next live step
 
     # -- back-end plumbing ------------------------------------------------------------------
     def _emit_oracle(self, kind: str, text: str) -> None:
@@ -223,18 +237,46 @@ class Session:
             except asyncio.TimeoutError:
                 pass
 
-    async def run(self, frames: np.ndarray) -> np.ndarray:
-        """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio."""
+    def _begin(self) -> None:
+        """Open this session's back-end: a Listener stream, the oracle scheduler, a fresh front-end."""
         self._loop = asyncio.get_running_loop()
-        n = len(frames)
-        out = np.zeros((n + 1, FRAME_SAMPLES), dtype=np.float32)
         self.listener.open(self.sid, self._on_listener_thread)
         if self.scheduler is not None:
             self.scheduler.start()
         if self.front_end is not None:
             self.front_end.reset()
+        self._silent_frames = 10**9
+
+    def _pre_step(self, k: int, frame: np.ndarray) -> tuple[float, float]:
+        """Start step k: hand the frame to the Listener and drain oracle events. Returns (t0, p0)."""
+        t0 = self.clock.now()
+        p0 = time.perf_counter()
+        self.timeline.current_frame = k
+        self.listener.feed(self.sid, frame)
+        self._drain_oracle_events(k)
+        return t0, p0
+
+    def _post_step(self, k: int, audio: np.ndarray, texts: list[str], otok: int, t0: float, p0: float) -> None:
+        """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
+        deadline = (k + 1) * FRAME_S
+        for text in texts:
+            self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
+            self.conv.on_assistant(text)
+        if float(np.max(np.abs(audio))) > AUDIBLE:
+            if self._silent_frames >= 6:  # a new stretch of assistant speech after >= 0.5 s of silence
+                self.timeline.add(tl.ASSISTANT_AUDIO_START, t=deadline + FRAME_S, out_frame=k + 1)
+            self._silent_frames = 0
+        else:
+            self._silent_frames += 1
+        step_ms = (time.perf_counter() - p0) * 1e3
+        self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts))
+
+    async def run(self, frames: np.ndarray) -> np.ndarray:
+        """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio."""
+        n = len(frames)
+        out = np.zeros((n + 1, FRAME_SAMPLES), dtype=np.float32)
+        self._begin()
         fast = self.config.pace == "fast"
-        silent_frames = 10**9
         try:
             for k in range(n):
                 deadline = (k + 1) * FRAME_S
@@ -243,28 +285,44 @@ class Session:
                     if self.backend_idle() and not self._listener_stalled:
                         self.clock.skip_to(deadline)
                 await self.clock.sleep_until(deadline)
-                t0 = self.clock.now()
-                p0 = time.perf_counter()
-                self.timeline.current_frame = k
-                self.listener.feed(self.sid, frames[k])
-                self._drain_oracle_events(k)
+                t0, p0 = self._pre_step(k, frames[k])
                 audio, texts, otok = self._respond(k, frames[k])
                 out[k + 1] = audio
-                for text in texts:
-                    self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
-                    self.conv.on_assistant(text)
-                if float(np.max(np.abs(audio))) > AUDIBLE:
-                    if silent_frames >= 6:  # a new stretch of assistant speech after >= 0.5 s of silence
-                        self.timeline.add(tl.ASSISTANT_AUDIO_START, t=deadline + FRAME_S, out_frame=k + 1)
-                    silent_frames = 0
-                else:
-                    silent_frames += 1
-                step_ms = (time.perf_counter() - p0) * 1e3
-                self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts))
+                self._post_step(k, audio, texts, otok, t0, p0)
                 await asyncio.sleep(0)  # let back-end callbacks run even when the loop is behind
         finally:
             await self.close()
         return out.reshape(-1)
+
+    # -- live mode (the server) ----------------------------------------------------------------
+    # A live session does not own its frame loop: one ticker steps every live session of a server
+    # together, so front-end steps can be batched across sessions. The ticker calls `live_pre`
+    # with the frame the client sent in time (silence if it sent nothing), steps the front-end
+    # itself (batched) unless `live_pre` already produced the output (cascade mode), then calls
+    # `live_post`. The session clock is aligned to the ticker so that step k runs at session
+    # time (k + 1) * 80 ms, exactly as in `run`, and lateness means the same thing.
+    def start_live(self, t0: float) -> None:
+        """Begin live input; `t0` is the `time.perf_counter()` instant that is session time 0."""
+        self.clock._t0 = t0  # noqa: SLF001 - align the session clock with the server's ticker
+        self.timeline.meta["pace"] = "live"
+        self._live_k = 0
+        self._begin()
+
+    def live_pre(self, frame: np.ndarray) -> LiveStep:
+        """First half of the next live step. `step.audio` is set when the output is already known
+        (cascade mode); otherwise step the front-end with `step.user` and `step.oracle_token`."""
+        k = self._live_k
+        t0, p0 = self._pre_step(k, frame)
+        if self.cascade is not None:
+            audio, texts = self.cascade.step()
+            return LiveStep(k, t0, p0, -1, None, audio, texts)
+        otok = self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
+        return LiveStep(k, t0, p0, otok, self._user_frame(frame))
+
+    def live_post(self, step: LiveStep, audio: np.ndarray, texts: list[str]) -> None:
+        """Second half: record the step's output. The caller plays `audio` in the next frame."""
+        self._post_step(step.k, audio, texts, step.oracle_token, step.t0, step.p0)
+        self._live_k = step.k + 1
 
     async def close(self) -> None:
         self.listener.close(self.sid)
@@ -277,3 +335,6 @@ class Session:
         if self.oracle is not None:
             self.timeline.meta["oracle_tokens_fed"] = int(sum(1 for t in self.timeline.frame_oracle
                                                               if t not in (-1, self.oracle.pad_token)))
+            buf = self.oracle.buf
+            self.timeline.meta["oracle_policy_stats"] = {"dropped": buf.dropped, "kept": buf.kept,
+                                                         "restarts": buf.restarts}

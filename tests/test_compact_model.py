@@ -62,3 +62,38 @@ def test_same_seed_same_model():
     a, b = tiny(), tiny()
     for pa, pb in zip(a.parameters(), b.parameters()):
         assert torch.equal(pa, pb)
+
+
+def test_pointer_follow_streaming_equals_forward_given_the_copies_it_tracked():
+    """The step tracks which oracle frame each emitted token was copied from; the full forward with
+    that same `last_src` gives the same output, past the window too."""
+    m = tiny(window=8, pointer_follow=True)
+    T = 30
+    user, vad, oracle, _ = inputs(T=T)
+    oracle = torch.where(torch.arange(T) % 3 == 0, torch.zeros_like(oracle), oracle)  # some PAD frames
+    st = m.new_state(2)
+    prev = torch.zeros(2, T, dtype=torch.long)
+    last = torch.full((2, T), -1, dtype=torch.long)
+    outs = []
+    for t in range(T):
+        logp = m.step(st, user[:, t], vad[:, t], oracle[:, t], prev[:, t])
+        last[:, t] = st["last_src"]
+        outs.append(logp)
+        if t + 1 < T:  # its own output is fed back
+            prev[:, t + 1] = torch.argmax(logp, -1)
+    with torch.no_grad():
+        full = m(user, vad, oracle, prev, last_src=last)
+    assert torch.allclose(torch.stack(outs, 1), full, atol=1e-4)
+    assert (last >= 0).any(), "some outputs were recognised as copies"
+
+
+def test_pointer_follow_favours_the_frame_after_the_last_copy():
+    m = tiny(pointer_follow=True)
+    with torch.no_grad():
+        m.follow_w.copy_(torch.tensor([20.0, 0.0]))
+    user, vad, oracle, prev = inputs(B=1, T=10)
+    oracle[:] = torch.tensor([[10, 11, 11, 11, 11, 12, 13, 14, 15, 16]])
+    last = torch.full((1, 10), 2, dtype=torch.long)  # frame 2 was copied last
+    with torch.no_grad():
+        _, attn = m(user, vad, oracle, prev, last_src=last, return_attn=True)
+    assert int(attn[0, 9].argmax()) == 3 and float(attn[0, 9, 3]) > 0.9

@@ -12,7 +12,7 @@ from tandem.frontends.compact.train import TrainConfig, load_checkpoint, train
 
 def tiny_cfg(steps: int) -> TrainConfig:
     return TrainConfig(minutes=5, max_steps=steps, batch=6, seq=96,
-                       model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64),
+                       model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),
                        eval_every=10, eval_batches=1, warmup=5, lr=5e-3)
 
 

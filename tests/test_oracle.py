@@ -73,3 +73,55 @@ def test_make_policy_names():
 
     with pytest.raises(ValueError, match="unknown oracle policy"):
         make_policy("nope")
+
+
+def _prefix_stream() -> OracleStream:
+    return OracleStream(START, PAD, make_policy("prefix"))
+
+
+def test_prefix_policy_same_answer_again_does_not_restart_the_stream():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12, 13], 0)
+    assert feed(s, range(0, 3)) == [START, 10, 11]
+    s.reset(3)  # the final transcript's oracle: the same answer, streamed again
+    s.append([10, 11], 3)
+    assert feed(s, range(3, 4)) == [12]
+    s.append([12, 13], 4)
+    assert feed(s, range(4, 6)) == [13, PAD]
+    assert s.buf.restarts == 0
+
+
+def test_prefix_policy_splices_a_difference_that_was_not_fed_yet():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12, 13], 0)
+    assert feed(s, range(0, 2)) == [START, 10]
+    s.reset(2)
+    s.append([10, 11, 20, 21], 2)  # differs at index 3, and index 2 is next: seamless
+    assert feed(s, range(2, 7)) == [11, 20, 21, PAD, PAD]
+    assert (s.buf.kept, s.buf.restarts) == (1, 0)
+
+
+def test_prefix_policy_restarts_when_the_fed_content_is_contradicted():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12], 0)
+    assert feed(s, range(0, 3)) == [START, 10, 11]
+    s.reset(3)
+    s.append([10], 3)  # agrees so far: the current oracle goes on meanwhile
+    assert feed(s, range(3, 4)) == [12]
+    s.append([30, 31], 4)  # index 2 (11) was fed already: restart from the start token now
+    assert feed(s, range(4, 9)) == [START, 10, 30, 31, PAD]
+    assert s.buf.restarts == 1
+
+
+def test_prefix_policy_longer_answer_extends_the_stream():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11], 0)
+    assert feed(s, range(0, 4)) == [START, 10, 11, PAD]
+    s.reset(4)
+    s.append([10, 11, 12], 4)
+    s.append([13], 4)
+    assert feed(s, range(4, 7)) == [12, 13, PAD]

@@ -21,7 +21,16 @@ NUMBERS = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten
 
 def _name(rng: random.Random) -> str:
     n = rng.choice([2, 2, 2, 3, 3])
-    return "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS) for _ in range(n)).capitalize()
+    sylls = [[rng.choice(ONSETS), rng.choice(VOWELS), rng.choice(CODAS)] for _ in range(n)]
+    # real names often start with a vowel or double a consonant ("Ottawa", "Canberra"): their pieces
+    # repeat, which is what makes copying them hard
+    if rng.random() < 0.25:
+        sylls[0][0] = ""
+    if rng.random() < 0.25:
+        i = rng.randrange(1, n)
+        if len(sylls[i][0]) == 1 and not sylls[i - 1][2]:
+            sylls[i][0] *= 2
+    return "".join("".join(p) for p in sylls).capitalize()
 
 
 def is_heldout(name: str) -> bool:

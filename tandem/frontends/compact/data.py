@@ -2,20 +2,23 @@
 
 Per frame: the user token (what a simulated Listener has transcribed, as a token stream), the VAD
 bucket (lagged, noisy), the oracle token (simulated KAME oracle events through the real
-`OracleStream`), and the target output token from a teacher policy that only uses what the model
-could have seen: speak the latest oracle at the pace of the voice, an opener while waiting, a
-repair and the newer oracle when it is replaced mid-answer, a fallback when none comes, silence
-while the user speaks.
+`OracleStream`, with KAME's policy or the prefix-keep one), and the target output token from a
+teacher policy that only uses what the model could have seen: speak the latest oracle at the pace
+of the voice, an opener while waiting, a repair and the newer oracle when it is replaced
+mid-answer, a fallback when none comes, silence while the user speaks. Each copied target token
+also records the frame its oracle token was fed at, which trains the copy pointer.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from ...oracle import KamePolicy, OracleStream
+from ...oracle import OracleStream, make_policy
 from ...train.synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue, make_turn_text
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import PAD, START, CompactTokenizer
@@ -24,6 +27,11 @@ FPS = 12.5
 S_PER_CHAR = 0.068  # hibari's pace
 DECISION_DELAY = 3  # frames after the end of speech at which the teacher starts to speak (240 ms)
 SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
+TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
+
+# (content ids of an oracle, index j, frame f) -> the latest frame <= f at which content token j of
+# that oracle was fed (with everything before it), or None while it has not been fed
+Visible = Callable[[list[int], int, int], "int | None"]
 
 
 def frame_of(t: float) -> int:
@@ -47,6 +55,8 @@ class Example:
     target: np.ndarray
     speech: np.ndarray  # True where the user is actually speaking (for evaluation)
     turns: list[TurnInfo]
+    src: np.ndarray | None = None  # per frame: the frame whose oracle token the target copies, else -1
+    policy: str = "kame"
 
 
 def _partials(rng: random.Random, turn: Turn) -> list[tuple[float, str]]:
@@ -164,20 +174,17 @@ class _Teacher:
         chars = len(self.tok.decode(ids[i:j])) + 1
         return max(j - i, round(chars * S_PER_CHAR * FPS))
 
-    @staticmethod
-    def _fed(reset_frame: int, j: int, f: int) -> bool:
-        """KAME plays content token j at frame reset + 1 + j; it can be copied from that frame on."""
-        return f >= reset_frame + 1 + j
-
     def _word_end(self, plan: list[int], i: int) -> int:
         """Index after the word that plan[i - 1] belongs to (where a switch may happen)."""
         while 0 < i < len(plan) and not self.tok.starts_word(plan[i]):
             i += 1
         return i
 
-    def run(self, target: np.ndarray, start: int, stop: int, oracle_at: list[tuple[int, list[int]]]) -> int | None:
-        """oracle_at: (reset frame, content ids as appended). Fills target[start:stop]; returns the first
-        frame with speech. A content token is spoken only once the oracle stream has fed it."""
+    def run(self, target: np.ndarray, src_out: np.ndarray, start: int, stop: int,
+            oracle_at: list[tuple[int, list[int]]], visible: Visible) -> int | None:
+        """oracle_at: (reset frame, content ids as appended). Fills target[start:stop] and, for copied
+        tokens, src_out with the frame they were fed at; returns the first frame with speech. A content
+        token is spoken only once the oracle stream has fed it."""
         tok = self.tok
         plan: list[int] = []
         ostart = 0  # where the followed oracle's content begins in plan
@@ -210,8 +217,11 @@ class _Teacher:
             if hold > 0:
                 hold -= 1
                 continue
-            if i < len(plan) and (src is None or i < ostart or self._fed(oracle_at[src][0], i - ostart, f)):
+            fed_at = visible(oracle_at[src][1], i - ostart, f) if src is not None and i >= ostart else None
+            if i < len(plan) and (src is None or i < ostart or fed_at is not None):
                 target[f] = plan[i]
+                if fed_at is not None:
+                    src_out[f] = fed_at
                 first = f if first is None else first
                 i += 1
                 if i == len(plan) or tok.starts_word(plan[i]):
@@ -230,8 +240,10 @@ class _Teacher:
 
 
 def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
-                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480) -> Example:
+                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
+                  policy: str | None = None) -> Example:
     d = dialogue or make_dialogue(rng, heldout)
+    policy = policy or rng.choices(list(TRAIN_POLICIES), weights=list(TRAIN_POLICIES.values()))[0]
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
     user = np.full((n, 2), PAD, np.int64)
     oracle = np.full(n, PAD, np.int64)
@@ -239,7 +251,8 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
     vad, speech = _vad(rng, d, n)
     q = UserTokenQueue(tok.encode, PAD)
     updates = sorted((frame_of(t) + 1, text) for turn in d.turns for t, text in _partials(rng, turn))
-    stream = OracleStream(START, PAD, KamePolicy())
+    stream = OracleStream(START, PAD, make_policy(policy))
+    fed_at: dict[tuple[int, ...], list[int]] = {}  # oracle prefix ending in a fed token -> frames it was fed
     events: list[tuple[int, str, int]] = []  # (frame, text, turn index)
     infos: list[TurnInfo] = []
     for ti, turn in enumerate(d.turns):
@@ -263,13 +276,25 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
             _, text, ti = events[ev_i]
             ids = tok.encode(text)
             stream.reset(f)
-            if rng.random() < 0.1:  # a slow LLM: half the tokens arrive late, and KAME drops them
+            if rng.random() < 0.1:  # a slow or cut-off LLM stream: the tail never makes it
                 ids = ids[: len(ids) // 2]
             stream.append(ids, f)
             resets.append((f, ti))
             oracle_ids.append(ids)
             ev_i += 1
+        before = stream.buf.fed
         oracle[f] = stream.token(f)
+        if stream.buf.fed > before:
+            fed_at.setdefault(tuple(stream.buf.tokens[: stream.buf.last_index + 1]), []).append(f)
+
+    def visible(ids: list[int], j: int, f: int) -> int | None:
+        frames = fed_at.get((START, *ids[: j + 1]))
+        if not frames:
+            return None
+        k = bisect.bisect_right(frames, f)
+        return frames[k - 1] if k else None
+
+    src = np.full(n, -1, np.int64)
     teacher = _Teacher(tok, rng)
     for ti, info in enumerate(infos):
         start = info.end_frame + DECISION_DELAY
@@ -277,8 +302,8 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
         if start >= n:
             continue
         vis = [(f, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
-        info.reply_start = teacher.run(target, start, min(stop, n), vis)
-    return Example(user, vad.astype(np.float32), oracle, target, speech, infos)
+        info.reply_start = teacher.run(target, src, start, min(stop, n), vis, visible)
+    return Example(user, vad.astype(np.float32), oracle, target, speech, infos, src, policy)
 
 
 def vad_buckets(vad: np.ndarray) -> np.ndarray:

@@ -71,7 +71,8 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
     return results
 
 
-def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False) -> dict:
+def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False,
+             policy: str = "kame") -> dict:
     from tqdm import tqdm
 
     rng = random.Random(seed)
@@ -79,7 +80,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
     for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
         for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
             d = make_dialogue(rng, heldout=True, n_turns=1)
-            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario)
+            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy)
             res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
             rows[scenario] += res
             rows["all"] += res
@@ -88,6 +89,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
     q = lambda rs: [r for r in rs if r.answer]  # noqa: E731
     never = rows["never"]
     return {
+        "oracle_policy": policy,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
         "onset_within_4_frames_pct": round(100 * np.mean([o is not None and o <= ONSET_FRAMES for o in onset]), 1),

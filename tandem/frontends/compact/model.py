@@ -2,6 +2,10 @@
 streams (user tokens, voice activity, oracle token, own previous output), predicting the next
 output text token, with a copy head that points at oracle tokens it has been fed.
 
+With `pointer_follow`, the copy pointer gets a learned bonus for the oracle frames just after the
+one it copied last, so it reads an oracle in order instead of finding its place by content alone
+(names split into pieces such as "O t t aw a" repeat pieces, and the same answer often arrives twice).
+
 Training runs `forward` over whole sequences; inference runs `step` one 80 ms frame at a time for
 a batch of sessions, each with its own position, on ring-buffer KV caches of `window` frames, so
 a conversation can go on past the training length.
@@ -28,6 +32,7 @@ class CompactConfig:
     vad_buckets: int = 8
     user_slots: int = 2
     copy_head: bool = True
+    pointer_follow: bool = False  # bonus for the frames after the last copied one (off in old checkpoints)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +99,8 @@ class CompactLM(nn.Module):
             self.copy_k = nn.Linear(c.d, c.d, bias=False)
             self.copy_gate = nn.Linear(c.d, 1)
         self.apply(self._init)
+        if c.copy_head and c.pointer_follow:
+            self.follow_w = nn.Parameter(torch.tensor([3.0, 1.0]))  # frames last+1, last+2
 
     @staticmethod
     def _init(m: nn.Module) -> None:
@@ -110,13 +117,26 @@ class CompactLM(nn.Module):
             x = x + emb(user[..., i])
         return x
 
-    def _mix(self, h: torch.Tensor, keys: torch.Tensor, oracle_ids: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """log p over the vocabulary from the head and the copy pointer. h: [B,T,D]; keys: [B,S,D];
-        oracle_ids: [B,S]; allowed: [B,T,S] bool (causal, in window, an oracle content token)."""
+    def _follow(self, key_pos: torch.Tensor, last_src: torch.Tensor) -> torch.Tensor | None:
+        """Pointer bonus [B,T,S]: key_pos [B,1|T,S] frame positions of the keys; last_src [B,T] the frame
+        copied last (-1: none)."""
+        if not (self.c.copy_head and self.c.pointer_follow):
+            return None
+        rel = key_pos - last_src[..., None]
+        known = last_src[..., None] >= 0
+        return ((rel == 1) & known) * self.follow_w[0] + ((rel == 2) & known) * self.follow_w[1]
+
+    def _mix(self, h: torch.Tensor, keys: torch.Tensor, oracle_ids: torch.Tensor, allowed: torch.Tensor,
+             follow: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """log p over the vocabulary from the head and the copy pointer, and the pointer's attention.
+        h: [B,T,D]; keys: [B,S,D]; oracle_ids: [B,S]; allowed: [B,T,S] bool (causal, in window, an
+        oracle content token); follow: [B,T,S] pointer bonus or None."""
         logp_vocab = F.log_softmax(self.head(h), dim=-1)
         if not self.c.copy_head:
-            return logp_vocab
+            return logp_vocab, None
         scores = (self.copy_q(h) @ self.copy_k(keys).transpose(1, 2)) / math.sqrt(h.shape[-1])
+        if follow is not None:
+            scores = scores + follow
         scores = scores.masked_fill(~allowed, float("-inf"))
         any_ok = allowed.any(-1, keepdim=True)
         attn = torch.softmax(scores.masked_fill(~any_ok, 0.0), dim=-1) * any_ok
@@ -125,10 +145,12 @@ class CompactLM(nn.Module):
         p_copy.scatter_add_(2, oracle_ids[:, None, :].expand(B, T, S), attn)
         g = torch.sigmoid(self.copy_gate(h)) * any_ok
         p = g * p_copy + (1 - g) * logp_vocab.exp()
-        return torch.log(p.clamp_min(1e-9))
+        return torch.log(p.clamp_min(1e-9)), attn
 
-    def forward(self, user, vad, oracle, prev) -> torch.Tensor:
-        """All [B,T] (user [B,T,slots]); returns log-probs [B,T,V] of the output token at each frame."""
+    def forward(self, user, vad, oracle, prev, last_src=None, return_attn: bool = False):
+        """All [B,T] (user [B,T,slots]); last_src [B,T]: the frame whose oracle token was copied last
+        before each frame (-1: none), used with `pointer_follow`. Returns log-probs [B,T,V] of the output
+        token at each frame (and the pointer's attention [B,T,T] with `return_attn`)."""
         B, T = prev.shape
         pos = torch.arange(T, device=prev.device).expand(B, T)
         i = torch.arange(T, device=prev.device)
@@ -138,7 +160,9 @@ class CompactLM(nn.Module):
             x = blk(x, pos, mask)
         h = self.norm(x)
         allowed = mask[None] & (oracle > END)[:, None, :]
-        return self._mix(h, h, oracle, allowed)
+        follow = self._follow(i.view(1, 1, T), last_src) if last_src is not None else None
+        logp, attn = self._mix(h, h, oracle, allowed, follow)
+        return (logp, attn) if return_attn else logp
 
     # -- streaming ----------------------------------------------------------------------------
     def new_state(self, batch: int) -> dict[str, torch.Tensor]:
@@ -151,6 +175,8 @@ class CompactLM(nn.Module):
             "oracle": torch.zeros(batch, c.window, dtype=torch.long),
             "slot_pos": torch.full((batch, c.window), -1, dtype=torch.long),
             "pos": torch.zeros(batch, dtype=torch.long),
+            "last_src": torch.full((batch,), -1, dtype=torch.long),  # frame copied last
+            "attn": torch.zeros(batch, c.window),  # the pointer's attention at the previous step
         }
 
     @staticmethod
@@ -161,6 +187,8 @@ class CompactLM(nn.Module):
         state["oracle"][b].zero_()
         state["slot_pos"][b].fill_(-1)
         state["pos"][b] = 0
+        state["last_src"][b] = -1
+        state["attn"][b].zero_()
 
     @torch.no_grad()
     def step(self, state: dict[str, torch.Tensor], user, vad, oracle, prev) -> torch.Tensor:
@@ -168,6 +196,11 @@ class CompactLM(nn.Module):
         pos = state["pos"]
         slot = pos % self.c.window
         B = pos.shape[0]
+        # `prev` was copied from the oracle frame the pointer favoured among those holding it
+        match = state["attn"] * ((state["oracle"] == prev[:, None]) & (prev[:, None] > END))
+        best = match.argmax(-1)
+        copied = match.gather(1, best[:, None])[:, 0] > 0
+        state["last_src"] = torch.where(copied, state["slot_pos"].gather(1, best[:, None])[:, 0], state["last_src"])
         state["slot_pos"].scatter_(1, slot[:, None], pos[:, None])
         sp = state["slot_pos"]
         valid = (sp >= 0) & (sp > pos[:, None] - self.c.window) & (sp <= pos[:, None])
@@ -178,6 +211,9 @@ class CompactLM(nn.Module):
         state["h"].scatter_(1, slot.view(B, 1, 1).expand(B, 1, self.c.d), h)
         state["oracle"].scatter_(1, slot[:, None], oracle[:, None])
         allowed = (valid & (state["oracle"] > END))[:, None, :]
-        out = self._mix(h, state["h"], state["oracle"], allowed)[:, 0]
+        follow = self._follow(sp[:, None, :], state["last_src"][:, None])
+        logp, attn = self._mix(h, state["h"], state["oracle"], allowed, follow)
+        if attn is not None:
+            state["attn"] = attn[:, 0]
         state["pos"] = pos + 1
-        return out
+        return logp[:, 0]

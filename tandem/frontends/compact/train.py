@@ -24,6 +24,7 @@ from .model import CompactConfig, CompactLM
 from .tokenizer import PAD, CompactTokenizer
 
 PAD_WEIGHT = 0.5  # KAME's text padding weight
+POINTER_WEIGHT = 0.3  # the copy pointer's own loss: point at the very frame the teacher copied
 
 
 @dataclass
@@ -35,7 +36,7 @@ class TrainConfig:
     lr: float = 3e-3
     warmup: int = 150
     seed: int = 1234
-    model: CompactConfig = field(default_factory=CompactConfig)  # its vocab is the tokenizer's size
+    model: CompactConfig = field(default_factory=lambda: CompactConfig(pointer_follow=True))  # vocab: the tokenizer's
     eval_every: int = 100
     eval_batches: int = 4
 
@@ -72,6 +73,7 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
     oracle = np.zeros((n, seq), np.int64)
     target = np.zeros((n, seq), np.int64)
     mask = np.zeros((n, seq), np.float32)
+    src = np.full((n, seq), -1, np.int64)
     for b in range(n):
         ex = build_example(rng, tok, heldout=heldout)
         L = len(ex.target)
@@ -83,17 +85,36 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
         oracle[b, :k] = ex.oracle[s:e]
         target[b, :k] = ex.target[s:e]
         mask[b, :k] = 1.0
+        if ex.src is not None:
+            rel = ex.src[s:e] - s
+            src[b, :k] = np.where((ex.src[s:e] >= 0) & (rel >= 0), rel, -1)
     prev = np.concatenate([np.zeros((n, 1), np.int64), target[:, :-1]], axis=1)
     t = torch.from_numpy
-    return t(user), t(vad), t(oracle), t(prev), t(target), t(mask)
+    return t(user), t(vad), t(oracle), t(prev), t(target), t(mask), t(src), t(last_copied(src))
+
+
+def last_copied(src: np.ndarray) -> np.ndarray:
+    """[B,T] source frames of copied targets -> the source of the latest copy strictly before each frame."""
+    out = np.full_like(src, -1)
+    for b in range(src.shape[0]):
+        last = -1
+        for f in range(src.shape[1]):
+            out[b, f] = last
+            if src[b, f] >= 0:
+                last = src[b, f]
+    return out
 
 
 def loss_of(model: CompactLM, batch) -> tuple[torch.Tensor, float]:
-    user, vad, oracle, prev, target, mask = batch
-    logp = model(user, vad, oracle, prev)
+    user, vad, oracle, prev, target, mask, src, last_src = batch
+    logp, attn = model(user, vad, oracle, prev, last_src=last_src, return_attn=True)
     nll = F.nll_loss(logp.transpose(1, 2), target, reduction="none")
     w = mask * torch.where(target == PAD, PAD_WEIGHT, 1.0)
     loss = (nll * w).sum() / w.sum()
+    copied = src >= 0
+    if attn is not None and bool(copied.any()):
+        p_src = attn.gather(2, src.clamp_min(0)[..., None])[..., 0]
+        loss = loss + POINTER_WEIGHT * -torch.log(p_src[copied].clamp_min(1e-6)).mean()
     speech = mask * (target != PAD)
     speech_nll = float((nll.detach() * speech).sum() / speech.sum().clamp_min(1))
     return loss, speech_nll
