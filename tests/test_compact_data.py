@@ -51,7 +51,7 @@ def test_teacher_is_silent_while_the_user_speaks_and_starts_after_the_turn(tok):
 
 
 def test_oracle_stream_follows_kame_semantics(tok):
-    ex = build_example(random.Random(2), tok, scenario="normal")
+    ex = build_example(random.Random(2), tok, scenario="normal", policy="kame")
     starts = np.flatnonzero(ex.oracle == START)
     assert len(starts) >= 1
     for info in ex.turns:
@@ -88,3 +88,19 @@ def test_user_queue_backlog_keeps_only_the_newest_tokens(tok):
     q.update("what is " + "wh " * 40 + "the capital")
     assert len(q.queue) == 4
     assert tok.decode(list(q.queue)).endswith("capital")
+
+
+@pytest.mark.parametrize("policy", ["kame", "prefix"])
+def test_copied_targets_point_at_the_frame_that_fed_them(tok, policy):
+    rng = random.Random(5)
+    copies = 0
+    for _ in range(40):
+        ex = build_example(rng, tok, policy=policy)
+        assert ex.policy == policy
+        m = ex.src >= 0
+        assert np.all(ex.src[m] <= np.flatnonzero(m)), "a copy never comes from the future"
+        assert np.array_equal(ex.oracle[ex.src[m]], ex.target[m]), "the source frame fed that very token"
+        copies += int(m.sum())
+        spoken = ex.target > END
+        assert not np.any(m & ~spoken)
+    assert copies > 500
