@@ -160,3 +160,35 @@ def test_tandem_run_with_the_tiny_moshi_writes_the_timeline(tiny_dir, tmp_path, 
     assert data["meta"]["oracle_tokens_fed"] > 0, "the fake LLM's answer reached the moshi front-end"
     assert {"oracle_reset", "oracle_append"} <= {e["kind"] for e in data["events"]}
     assert out.exists()
+
+
+def test_pool_serves_sessions_in_slots_and_idle_slots_stand_still(tiny_dir):
+    """`tandem serve` shape: one model, a slot per session; a slot not stepped this tick does not move."""
+    from tandem.frontends.moshi import _cache
+    from tandem.frontends.moshi.pool import MoshiPool
+
+    _cache.clear()
+    us = frames(6, seed=3)
+    pool = MoshiPool(2, moshi_weights=tiny_dir, device="cpu", use_sampling=False)
+    try:
+        a = pool.open(None)
+        ref = [a.step(u, 3) for u in us]  # session a alone
+        a.close()
+        a = pool.open(None)
+        got, b = [], None
+        for k, u in enumerate(us):
+            if k == 2:  # a second session joins mid-conversation (its slot is reset)
+                b = pool.open(None)
+                assert {a.index, b.index} == {0, 1}
+            if b is not None and k % 2:  # b is due on odd ticks only; a every tick
+                pool.step_many([b], [frames(1, seed=9)[0]], [3])
+            got.append(pool.step_many([a], [u], [3])[0])
+        for r, g in zip(ref, got):
+            np.testing.assert_allclose(g.audio, r.audio, atol=1e-5)
+            assert g.text == r.text
+        with pytest.raises(Exception, match="in use"):
+            pool.open(None)
+        b.close()
+        assert pool.open(None).index == b.index
+    finally:
+        pool.close()

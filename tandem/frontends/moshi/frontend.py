@@ -58,9 +58,13 @@ class MoshiFrontEnd:
         # The oracle tokens of the current step, [B, 1], updated in place (see model.py on CUDA graphs).
         self._oracle = torch.full((batch_size, 1), self.tokenizer.pad_id, dtype=torch.long, device=bundle.device)
         s = self.sampling
+        # support_out_of_sync: each slot has its own clock (moshi's default returns None for the whole
+        # batch while *any* reset is fresh, so resetting one session would silence the others for a frame)
         self.gen = LMGen(lm, use_sampling=s.use_sampling, temp=s.temp, temp_text=s.temp_text, top_k=s.top_k,
-                         top_k_text=s.top_k_text)
+                         top_k_text=s.top_k_text, support_out_of_sync=True)
         self._stack: contextlib.ExitStack | None = None
+        # moshi's exec masks as last set (all slots running): Mimi's and the LM's, set only on change
+        self._mask: dict[str, tuple[bool, ...]] = {"mimi": (True,) * batch_size, "lm": (True,) * batch_size}
         self.frame = 0
         # what each step fed and produced, bounded: for the timeline, tests and debugging
         self.fed_oracle: deque[list[int]] = deque(maxlen=history)
@@ -87,6 +91,7 @@ class MoshiFrontEnd:
         lm.attach_oracle(self._oracle)
         lm._tandem_owner = self
         self._stack = stack
+        self._mask = {"mimi": (True,) * self.batch_size, "lm": (True,) * self.batch_size}  # fresh state: all run
 
     def reset(self) -> None:
         """A new conversation in every batch slot."""
@@ -127,7 +132,10 @@ class MoshiFrontEnd:
             raise RuntimeError(f"step() is for batch_size 1; this front-end has {self.batch_size} slots, use step_batch")
         return self.step_batch([user], [oracle_token])[0]
 
-    def step_batch(self, users: list[UserFrame], oracle_tokens: list[int]) -> list[FrontEndOutput]:
+    def step_batch(self, users: list[UserFrame], oracle_tokens: list[int],
+                   active: list[bool] | None = None) -> list[FrontEndOutput]:
+        """One frame for every slot. `active` (default: all) marks the slots whose conversation moves
+        on: the others' streaming state is left as it was (moshi's exec mask) and they get silence."""
         B = self.batch_size
         if len(users) != B or len(oracle_tokens) != B:
             raise ValueError(f"step_batch needs exactly {B} frames and {B} oracle tokens, "
@@ -140,24 +148,41 @@ class MoshiFrontEnd:
         self._ensure_streaming()
         dev = self.bundle.device
         pcm = np.stack([_frame(u.audio) for u in users])
+        mask = tuple(bool(a) for a in active) if active is not None else (True,) * B
+        if len(mask) != B:
+            raise ValueError(f"active needs {B} flags, got {len(mask)}")
         with torch.no_grad(), self._compile_guard():
+            self._set_mask("mimi", mask)
             codes = self.bundle.mimi.encode(torch.from_numpy(pcm)[:, None, :].to(dev))
             self._oracle.copy_(torch.tensor(toks, dtype=torch.long).view(B, 1))
+            self._set_mask("lm", mask)
             out = self.gen.step(codes)
             self.fed_oracle.append(toks)
             self.frame += 1
-            if out is None:  # the acoustic delay: nothing to say yet
-                self.emitted.append([-1] * B)
-                return [FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), []) for _ in range(B)]
-            audio = self.bundle.mimi.decode(out[:, 1:]).float().cpu().numpy()[:, 0, :]
+            # a slot has output once its acoustic delay has passed; masked slots come back as moshi's
+            # "ungenerated" id (-2). Only slots with output advance Mimi's decoder.
             text = out[:, 0, 0].tolist()
-        self.emitted.append(text)
+            ready = tuple(m and t >= 0 for m, t in zip(mask, text))
+            audio = None
+            if any(ready):
+                self._set_mask("mimi", ready)
+                audio = self.bundle.mimi.decode(out[:, 1:].clamp(min=0)).float().cpu().numpy()[:, 0, :]
+        self.emitted.append([t if r else -1 for t, r in zip(text, ready)])
         res = []
         for i in range(B):
+            if not ready[i] or audio is None:
+                res.append(FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), []))
+                continue
             piece = self.tokenizer.piece(text[i])
             res.append(FrontEndOutput(np.ascontiguousarray(audio[i, :FRAME_SAMPLES], dtype=np.float32),
                                       [piece] if piece else []))
         return res
+
+    def _set_mask(self, which: str, mask: tuple[bool, ...]) -> None:
+        if self._mask[which] != mask:
+            m = torch.tensor(mask, dtype=torch.bool, device=self.bundle.device)
+            (self.bundle.mimi if which == "mimi" else self.gen).set_exec_mask(m)
+            self._mask[which] = mask
 
     def said(self, slot: int = 0) -> str:
         """The text this slot has said so far (within the bounded history)."""
