@@ -25,23 +25,41 @@ REFILL_S = 0.25  # hand the voice more text when less than this much audio is le
 BARGE_IN_FRAMES = 3  # user speech this long while the assistant talks stops the assistant
 
 
+def _load(checkpoint: str | Path | None):
+    from .train import load_checkpoint
+
+    path = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
+    if not path.exists():
+        raise FrontEndUnavailable(f"compact front-end checkpoint not found at {path}; "
+                                  f"train one with `tandem train compact`")
+    return load_checkpoint(path)
+
+
 class CompactFrontEnd:
+    """One conversation's front-end. Built alone it loads its own model; built from a
+    `CompactPool` (`pool.open(tts)`) it shares the pool's model and keeps its model state in a
+    row of the pool's batched state, so the pool can step many sessions in one model call."""
+
     name = "compact"
 
-    def __init__(self, checkpoint: str | Path | None = None, tts: TTS | None = None, threads: int = 1) -> None:
-        from .train import load_checkpoint
-
-        path = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
-        if not path.exists():
-            raise FrontEndUnavailable(f"compact front-end checkpoint not found at {path}; "
-                                      f"train one with `tandem train compact`")
-        torch.set_num_threads(threads)
-        self.model, self.tokenizer, self.meta = load_checkpoint(path)
+    def __init__(self, checkpoint: str | Path | None = None, tts: TTS | None = None, threads: int = 1,
+                 pool: "CompactPool | None" = None) -> None:
+        self.pool = pool
+        if pool is None:
+            torch.set_num_threads(threads)
+            self.model, self.tokenizer, self.meta = _load(checkpoint)
+            self.slot = 0
+        else:
+            self.model, self.tokenizer, self.meta = pool.model, pool.tokenizer, pool.meta
+            self.slot = pool._acquire()
         self.voicer = Voicer(tts) if tts is not None else None
         self.reset()
 
     def reset(self) -> None:
-        self.state = self.model.new_state(1)
+        if self.pool is None:
+            self.state = self.model.new_state(1)
+        else:
+            self.pool._reset_slot(self.slot)
         self.user_q = UserTokenQueue(self.tokenizer.encode, PAD)
         self.prev = PAD
         self.word: list[int] = []
@@ -56,12 +74,21 @@ class CompactFrontEnd:
             self.pending.append(self.tokenizer.decode(self.word).strip())
             self.word = []
 
-    def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
+    def _inputs(self, user: UserFrame, oracle_token: int) -> tuple[list[int], int, int, int]:
+        """This frame's model inputs: (user tokens, vad bucket, oracle token, previous output)."""
         self.user_q.update(user.transcript)
-        u = torch.tensor([self.user_q.next(2)])
-        logp = self.model.step(self.state, u, torch.tensor([vad_bucket(user.vad_prob)]),
-                               torch.tensor([int(oracle_token)]), torch.tensor([self.prev]))
-        tok = int(torch.argmax(logp, dim=-1)[0])
+        return self.user_q.next(2), vad_bucket(user.vad_prob), int(oracle_token), self.prev
+
+    def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
+        if self.pool is not None:
+            return self.pool.step_many([self], [user], [oracle_token])[0]
+        u, vad, otok, prev = self._inputs(user, oracle_token)
+        logp = self.model.step(self.state, torch.tensor([u]), torch.tensor([vad]),
+                               torch.tensor([otok]), torch.tensor([prev]))
+        return self._consume(int(torch.argmax(logp, dim=-1)[0]), user)
+
+    def _consume(self, tok: int, user: UserFrame) -> FrontEndOutput:
+        """The model chose `tok` for this frame: group it into words and voice them just in time."""
         self.prev = tok
         self.emitted.append(tok)
         if tok <= END:
@@ -89,6 +116,91 @@ class CompactFrontEnd:
     def close(self) -> None:
         if self.voicer is not None:
             self.voicer.close()
+            self.voicer = None
+        if self.pool is not None:
+            self.pool._release(self.slot)
+            self.pool = None
 
 
-__all__ = ["CompactFrontEnd", "DEFAULT_CHECKPOINT", "SAMPLE_RATE"]
+class CompactPool:
+    """One compact model shared by many live sessions, stepped for all of them in one batched call.
+
+    Each session's front-end (`open`) owns a row ("slot") of one batched model state; rows are
+    handed out lowest first, so live sessions stay packed at the front. When the rows being
+    stepped are exactly the rows in use, the step runs on a view of the leading rows, including
+    any free rows among them (their state is thrown away: a row is reset when handed out), with
+    no copying; otherwise the rows are gathered, stepped and scattered back.
+    """
+
+    def __init__(self, checkpoint: str | Path | None = None, capacity: int = 8, threads: int = 1) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        torch.set_num_threads(threads)
+        self.model, self.tokenizer, self.meta = _load(checkpoint)
+        self.capacity = capacity
+        self.state = self.model.new_state(capacity)
+        self._free = list(range(capacity))
+        self._used: set[int] = set()
+
+    def open(self, tts: TTS | None = None) -> CompactFrontEnd:
+        return CompactFrontEnd(tts=tts, pool=self)
+
+    @property
+    def in_use(self) -> int:
+        return len(self._used)
+
+    def _acquire(self) -> int:
+        if not self._free:
+            raise RuntimeError(f"all {self.capacity} front-end slots are in use")
+        slot = min(self._free)
+        self._free.remove(slot)
+        self._used.add(slot)
+        return slot
+
+    def _release(self, slot: int) -> None:
+        if slot in self._used:
+            self._used.remove(slot)
+            self._free.append(slot)
+
+    def _reset_slot(self, slot: int) -> None:
+        self.model.reset_state(self.state, slot)
+
+    def _view(self, n: int) -> dict[str, torch.Tensor]:
+        return {key: (t[:, :n] if key in ("k", "v") else t[:n]) for key, t in self.state.items()}
+
+    def step_many(self, fes: list[CompactFrontEnd], users: list[UserFrame], tokens: list[int]) -> list[FrontEndOutput]:
+        """One model step for several of this pool's front-ends (each at its own position)."""
+        if not fes:
+            return []
+        slots = [fe.slot for fe in fes]
+        if len(set(slots)) != len(slots):
+            raise ValueError("a front-end can be stepped only once per frame")
+        inputs = [fe._inputs(u, t) for fe, u, t in zip(fes, users, tokens)]
+        packed = set(slots) == self._used
+        if packed:  # step the leading rows in place
+            size = max(slots) + 1
+            rows = slots
+            state = self._view(size)
+        else:  # gather the rows, step them, scatter them back
+            size = len(slots)
+            rows = list(range(size))
+            idx = torch.tensor(slots)
+            state = {key: t.index_select(1 if key in ("k", "v") else 0, idx) for key, t in self.state.items()}
+        user = torch.full((size, 2), PAD, dtype=torch.long)
+        vad = torch.zeros(size, dtype=torch.long)
+        oracle = torch.full((size,), PAD, dtype=torch.long)
+        prev = torch.full((size,), PAD, dtype=torch.long)
+        for r, (u, v, o, pr) in zip(rows, inputs):
+            user[r, 0], user[r, 1] = u[0], u[1]
+            vad[r], oracle[r], prev[r] = v, o, pr
+        logp = self.model.step(state, user, vad, oracle, prev)
+        if packed:
+            self.state["pos"][:size] = state["pos"]  # step() rebinds pos; the rest was updated in place
+        else:
+            for key, t in state.items():
+                self.state[key].index_copy_(1 if key in ("k", "v") else 0, idx, t)
+        toks = torch.argmax(logp, dim=-1)[rows].tolist()
+        return [fe._consume(tok, u) for fe, tok, u in zip(fes, toks, users)]
+
+
+__all__ = ["CompactFrontEnd", "CompactPool", "DEFAULT_CHECKPOINT", "SAMPLE_RATE"]

@@ -1,0 +1,147 @@
+"""The aiohttp application: `/api/chat` (Moshi's protocol), `/api/status`, and the browser client at `/`.
+
+Safe by default: `tandem serve` binds loopback; binding anything else needs `--token`, which every
+WebSocket client then presents (`?token=` or `Authorization: Bearer`); a browser's Origin must be
+this server's own (or one given with `--allow-origin`); admission is decided before the upgrade
+(401/403/503 are plain HTTP answers, so an admitted session never notices a refused one).
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from ..errors import TandemError
+from .hub import Hub
+
+log = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+HUB_KEY = web.AppKey("hub", Hub)
+CONFIG_KEY = web.AppKey("config", object)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8998
+    token: str | None = None
+    allow_origins: tuple[str, ...] = field(default_factory=tuple)  # extra browser origins; "*" for any
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def check_bind(cfg: ServerConfig) -> None:
+    """Refuse to expose the server beyond this machine without a token."""
+    if not is_loopback(cfg.host) and not cfg.token:
+        raise TandemError(f"refusing to listen on {cfg.host} without --token: anyone who can reach it could "
+                          f"use the assistant; pass --token SECRET (clients present it), or bind 127.0.0.1")
+    if cfg.token is not None and len(cfg.token) < 8:
+        raise TandemError("--token must be at least 8 characters")
+
+
+def _token_ok(request: web.Request, token: str | None) -> bool:
+    if not token:
+        return True
+    given = request.query.get("token")
+    auth = request.headers.get("Authorization", "")
+    if not given and auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _origin_ok(request: web.Request, allowed: tuple[str, ...]) -> bool:
+    """Browsers always send Origin on a WebSocket upgrade; other clients usually send none. A page
+    from another site must not be able to drive this server with a visitor's microphone."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    if "*" in allowed or origin in allowed:
+        return True
+    parts = urlsplit(origin)
+    return bool(parts.netloc) and parts.netloc.lower() == request.host.lower()
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    hub = request.app[HUB_KEY]
+    cfg: ServerConfig = request.app[CONFIG_KEY]
+    if not _token_ok(request, cfg.token):
+        return web.Response(status=401, text="missing or wrong token\n")
+    if not _origin_ok(request, cfg.allow_origins):
+        return web.Response(status=403, text="origin not allowed\n")
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        return web.Response(status=426, text="this endpoint speaks WebSocket (Moshi's protocol)\n")
+    if not hub.reserve():
+        return web.Response(status=503, text=f"server full ({hub.config.max_sessions} sessions); try again later\n",
+                            headers={"Retry-After": "5"})
+    peer = request.remote or "?"
+    lim = hub.config.limits
+    ws = web.WebSocketResponse(max_msg_size=lim.max_message_bytes, heartbeat=20.0, compress=False)
+    client = None
+    try:
+        await ws.prepare(request)
+        client = hub.create_client(ws, events=request.query.get("events", "0") in ("1", "true", "yes"), peer=peer)
+        hub.join(client)
+        async for msg in ws:
+            client.on_message(msg)
+    except Exception:  # noqa: BLE001 - one connection's failure must not reach the others
+        log.exception("connection from %s failed", peer)
+        if client is not None:
+            client.close_reason = client.close_reason or "internal error"
+    finally:
+        if client is not None:
+            if client.close_reason is None and ws.exception() is not None:
+                client.close_reason = f"connection error: {type(ws.exception()).__name__}"
+            await hub.leave(client)
+        else:
+            hub.unreserve()
+        if not ws.closed and ws.prepared:
+            await ws.close()
+    return ws
+
+
+async def status(request: web.Request) -> web.Response:
+    cfg: ServerConfig = request.app[CONFIG_KEY]
+    if not _token_ok(request, cfg.token):
+        return web.Response(status=401, text="missing or wrong token\n")
+    return web.json_response(request.app[HUB_KEY].status())
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+@web.middleware
+async def security_headers(request: web.Request, handler):  # noqa: ANN001
+    resp = await handler(request)
+    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    resp.headers.setdefault("Referrer-Policy", "no-referrer")
+    return resp
+
+
+def make_app(hub: Hub, config: ServerConfig) -> web.Application:
+    app = web.Application(middlewares=[security_headers], client_max_size=64 * 1024)
+    app[HUB_KEY] = hub
+    app[CONFIG_KEY] = config
+    app.router.add_get("/", index)
+    app.router.add_static("/static/", WEB_DIR, show_index=False, follow_symlinks=False)
+    app.router.add_get("/api/chat", chat)
+    app.router.add_get("/api/status", status)
+
+    async def on_shutdown(app: web.Application) -> None:
+        await hub.aclose()
+
+    app.on_shutdown.append(on_shutdown)
+    return app

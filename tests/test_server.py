@@ -1,0 +1,263 @@
+"""The server over real WebSockets and real Opus, with fakes behind it (tests/test_server_support.py):
+the protocol, admission, token and origin checks, abuse, timeouts, recording and leaks."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+
+import aiohttp
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tandem.audio import FRAME_SAMPLES
+from tandem.server import protocol as proto
+from tandem.server.app import ServerConfig, check_bind
+from tandem.server.client import HandshakeError, ProtocolClient
+from tandem.errors import TandemError
+from test_server_support import QUESTION_TEXT, fake_server, question
+
+
+async def converse(base: str, events: bool = True, q: np.ndarray | None = None, **kw) -> ProtocolClient:
+    c = await ProtocolClient(base, events=events, **kw).connect()
+    await c.speak(question() if q is None else q)
+    return c
+
+
+async def test_a_spoken_question_gets_a_spoken_answer_with_text_and_events():
+    async with fake_server() as (base, hub, listener):
+        c = await converse(base)
+        await asyncio.sleep(0.3)
+        st = hub.status()
+        await c.close()
+    got = c.got
+    assert not got.errors
+    # one page per 80 ms, silent or not: 2.2 s of speaking + 0.3 s
+    assert 26 <= got.pages <= 34, got.pages
+    assert len(got.pcm()) >= 26 * FRAME_SAMPLES
+    assert "".join(got.texts).split() == ["The", "answer", "is", "Paris."], got.texts
+    assert all(t.startswith(" ") for t in got.texts), "pieces carry their leading space, as Moshi's do"
+    types = [e["type"] for e in got.events]
+    assert types[0] == "session"
+    for typ in ("vad_start", "vad_end", "final", "llm_start", "oracle_reset", "oracle", "assistant_text", "latency", "stats"):
+        assert typ in types, typ
+    assert got.of_type("final")[0]["text"] == QUESTION_TEXT
+    lat = got.of_type("latency")[0]
+    assert 0.4 <= lat["onset_s"] < 1.2, lat  # 0.4 s endpoint of the fake Listener, then the fake LLM and front-end
+    assert got.of_type("stats")[-1]["deadline_misses"] == 0
+    # the answer is audible, after the question
+    end = c.connected_t + 1.0
+    first = c.first_audible_after(end)
+    assert first is not None and first - end < 1.5
+    assert st["sessions"] == 1 and st["llm"] == {"waiting": 0, "running": 0}
+
+
+async def test_an_unmodified_moshi_client_gets_only_moshi_messages():
+    async with fake_server() as (base, _, _):
+        c = await converse(base, events=False)
+        await c.close()
+    assert c.got.events == [] and c.got.unknown == 0 and not c.got.errors
+    assert "".join(c.got.texts).split() == ["The", "answer", "is", "Paris."]
+
+
+async def test_cascade_mode_answers_over_the_protocol():
+    async with fake_server(mode="cascade") as (base, _, _):
+        c = await converse(base, q=question(tail_s=2.0))
+        await c.close()
+    assert c.got.texts == [" The answer is Paris."]
+    assert c.first_audible_after(c.connected_t + 1.0) is not None
+
+
+async def test_sessions_beyond_the_limit_get_503_before_the_upgrade_and_admitted_ones_do_not_notice():
+    async with fake_server(max_sessions=2) as (base, hub, _):
+        a = await ProtocolClient(base).connect()
+        b = await ProtocolClient(base).connect()
+        speaking = [asyncio.create_task(x.speak(question(tail_s=1.5))) for x in (a, b)]
+        await asyncio.sleep(0.5)
+        with pytest.raises(HandshakeError, match="503"):
+            await ProtocolClient(base).connect()
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base + "/api/chat", headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                                                             "Sec-WebSocket-Version": "13",
+                                                             "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}) as r:
+                assert r.status == 503 and r.headers["Retry-After"]
+        await asyncio.gather(*speaking)
+        for x in (a, b):
+            assert "".join(x.got.texts).split() == ["The", "answer", "is", "Paris."]
+            assert x.got.of_type("stats")[-1]["deadline_misses"] == 0
+            assert not x.got.errors
+        await a.close()
+        await asyncio.sleep(0.2)
+        c = await ProtocolClient(base).connect()  # a freed place is available again
+        await c.close()
+        await b.close()
+    assert hub.sessions_total == 3
+
+
+async def test_token_is_required_when_set_by_query_or_bearer_header():
+    async with fake_server(token="s3cret-token") as (base, _, _):
+        for kw in ({}, {"token": "wrong-token"}):
+            with pytest.raises(HandshakeError, match="401"):
+                await ProtocolClient(base, **kw).connect()
+        ok = await ProtocolClient(base, token="s3cret-token").connect()
+        await ok.close()
+        ok = await ProtocolClient(base, headers={"Authorization": "Bearer s3cret-token"}).connect()
+        await ok.close()
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base + "/api/status") as r:
+                assert r.status == 401
+
+
+def test_non_loopback_bind_needs_a_token():
+    with pytest.raises(TandemError, match="without --token"):
+        check_bind(ServerConfig(host="0.0.0.0"))
+    with pytest.raises(TandemError, match="at least 8"):
+        check_bind(ServerConfig(host="0.0.0.0", token="short"))
+    check_bind(ServerConfig(host="0.0.0.0", token="long-enough-token"))
+    check_bind(ServerConfig(host="127.0.0.1"))
+    check_bind(ServerConfig(host="::1"))
+
+
+async def test_browser_origins_must_be_this_server_or_allowed():
+    async with fake_server(allow_origins=("https://app.example",)) as (base, _, _):
+        with pytest.raises(HandshakeError, match="403"):
+            await ProtocolClient(base, headers={"Origin": "https://evil.example"}).connect()
+        host = base.split("//")[1]
+        for origin in (f"http://{host}", "https://app.example"):
+            c = await ProtocolClient(base, headers={"Origin": origin}).connect()
+            await c.close()
+
+
+async def test_malformed_messages_get_errors_and_the_session_goes_on():
+    async with fake_server() as (base, hub, _):
+        c = await ProtocolClient(base).connect()
+        await c.send_raw(b"")
+        await c.send_raw(b"\x09abc")
+        await c.send_raw(b"\x00")
+        await c.send_raw("hello as text")
+        await c.send_raw(b"\x06")  # ping: fine
+        await c.send_raw(b"\x03\x01")  # control: ignored
+        await c.speak(question())
+        await c.close()
+    errs = c.got.errors
+    assert len(errs) == 4, errs
+    assert "empty message" in errs[0] and "0x09" in errs[1] and "0x00" in errs[2] and "text frames" in errs[3]
+    assert "".join(c.got.texts).split() == ["The", "answer", "is", "Paris."], "the session went on"
+
+
+@pytest.mark.parametrize("abuse, code, message", [
+    ("corrupt", 1007, "corrupt Ogg-Opus"),
+    ("huge", 1009, None),
+    ("flood", 1008, "rate limit"),
+    ("strikes", 1008, "too many malformed"),
+])
+async def test_abuse_closes_that_connection_only(abuse, code, message):
+    limits = proto.Limits(max_message_bytes=16 * 1024, max_strikes=5)
+    async with fake_server(limits=limits) as (base, hub, _):
+        good = await ProtocolClient(base).connect()
+        talk = asyncio.create_task(good.speak(question(tail_s=1.5)))
+        bad = await ProtocolClient(base).connect()
+        await bad.send_frame(np.zeros(FRAME_SAMPLES, np.float32))
+        if abuse == "corrupt":
+            await bad.send_raw(b"\x01" + b"this is not an ogg page" * 4)
+        elif abuse == "huge":
+            await bad.send_raw(b"\x01" + bytes(64 * 1024))
+        elif abuse == "flood":
+            for _ in range(400):
+                if bad.closed.is_set():
+                    break
+                await bad.send_raw(b"\x06")
+        else:
+            for _ in range(10):
+                await bad.send_raw(b"")
+        await asyncio.wait_for(bad.closed.wait(), 5)
+        assert bad.close_code == code
+        if message:
+            assert any(message in e for e in bad.got.errors), bad.got.errors
+        await talk
+        await good.close()
+        assert hub.status()["sessions"] == 0
+    assert "".join(good.got.texts).split() == ["The", "answer", "is", "Paris."]
+    assert not good.got.errors and good.got.of_type("stats")[-1]["deadline_misses"] == 0
+
+
+async def test_idle_and_total_session_timeouts():
+    async with fake_server(limits=proto.Limits(idle_timeout_s=0.5)) as (base, _, _):
+        c = await ProtocolClient(base).connect()
+        await asyncio.wait_for(c.closed.wait(), 3)
+        assert any("idle timeout" in e for e in c.got.errors)
+    async with fake_server(limits=proto.Limits(session_timeout_s=1.0)) as (base, _, _):
+        c = await ProtocolClient(base).connect()
+        talk = asyncio.create_task(c.speak(np.zeros(24000 * 3, np.float32)))
+        await asyncio.wait_for(c.closed.wait(), 3)
+        await talk
+        assert any("session time limit" in e for e in c.got.errors)
+        assert 10 <= c.got.pages <= 16
+
+
+async def test_recording_is_stereo_and_flushed_while_the_session_runs(tmp_path):
+    async with fake_server(record_dir=tmp_path) as (base, _, _):
+        c = await ProtocolClient(base).connect()
+        await c.speak(question(tail_s=1.6))
+        wavs = list(tmp_path.glob("*.wav"))
+        assert len(wavs) == 1
+        mid = sf.info(str(wavs[0])).frames
+        assert mid >= 24000 * 1.5, "the wav is flushed about every second while the session runs"
+        lines = (tmp_path / wavs[0].name.replace(".wav", ".timeline.jsonl")).read_text().splitlines()
+        assert any(json.loads(x).get("event", {}).get("kind") == "final" for x in lines)
+        await c.close()
+        await asyncio.sleep(0.3)
+    data, rate = sf.read(str(wavs[0]))
+    assert rate == 24000 and data.shape[1] == 2
+    user, assistant = data[:, 0], data[:, 1]
+    loud_user = np.flatnonzero(np.abs(user) > 0.05)
+    loud_asst = np.flatnonzero(np.abs(assistant) > 0.05)
+    assert len(loud_user) and len(loud_asst)
+    assert loud_asst[0] > loud_user[-1], "the assistant answers after the question, on the right channel"
+    tl = json.loads((tmp_path / wavs[0].name.replace(".wav", ".timeline.json")).read_text())
+    assert tl["meta"]["pace"] == "live" and len(tl["frames"]["t"]) == len(data) // FRAME_SAMPLES
+
+
+def own_threads() -> list[str]:
+    """Threads other than the event loop's default executor (a bounded pool that keeps its workers)."""
+    return sorted(t.name for t in threading.enumerate() if not t.name.startswith("asyncio_"))
+
+
+@pytest.mark.parametrize("mode", ["tandem", "cascade"])
+async def test_100_connect_disconnect_cycles_leak_nothing(mode):
+    async with fake_server(mode=mode, max_sessions=4) as (base, hub, listener):
+        async def cycle(i: int) -> None:
+            c = await ProtocolClient(base).connect()
+            await c.speak(question(lead_s=0.0, speech_s=0.16, tail_s=0.0))
+            if i % 2:  # vanish mid-sentence without a close handshake
+                c.ws._response.connection.transport.abort()
+                await asyncio.gather(c._recv, return_exceptions=True)
+                await c._http.close()
+            else:
+                await c.close()
+
+        async def drained() -> None:  # the server notices a vanished client a moment later
+            for _ in range(100):
+                if hub.active == 0:
+                    return
+                await asyncio.sleep(0.02)
+
+        for i in range(4):  # warm up anything created once (pools, threads of the test client)
+            await cycle(i)
+        await drained()
+        await asyncio.sleep(0.5)
+        threads0, fds0 = own_threads(), len(os.listdir("/proc/self/fd"))
+        for batch in range(25):
+            await asyncio.gather(*(cycle(4 * batch + j) for j in range(4)))
+            await drained()
+        await asyncio.sleep(0.5)
+        threads1, fds1 = own_threads(), len(os.listdir("/proc/self/fd"))
+        voicers = [t for t in threading.enumerate() if t.name == "voicer"]
+        st = hub.status()
+    assert st["sessions"] == 0 and st["reserved"] == 0 and hub.sessions_total == 104
+    assert listener.opened == 104 and listener.closed == 104 and listener.streams == 0
+    assert threads1 == threads0, (threads0, threads1)
+    assert not voicers
+    assert fds1 <= fds0 + 2, (fds0, fds1)

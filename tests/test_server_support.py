@@ -1,0 +1,144 @@
+"""Helpers for the server tests (a per-stream fake Listener, an in-process server on loopback),
+and unit tests of the server's small parts."""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, AsyncIterator
+
+import numpy as np
+from aiohttp import web
+
+from fakes import FakeFrontEnd, FakeOpenAIServer, FakeTTS
+from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
+from tandem.llm.client import ChatClient, LLMConfig
+from tandem.server import protocol as proto
+from tandem.server.app import ServerConfig, make_app
+from tandem.server.hub import Backend, Hub, HubConfig, InputBuffer
+from tandem.server.shared import PerSessionFrontEnds, SerializedTTS, SharedLLM
+from tandem.session import SessionConfig
+
+QUESTION_TEXT = "what is the capital of France"
+
+
+class EnergyListener:
+    """A Listener fake that really listens, per stream: loud audio is speech; 0.4 s of quiet after
+    it ends the turn with a final transcript (always QUESTION_TEXT)."""
+
+    def __init__(self, text: str = QUESTION_TEXT) -> None:
+        self.text = text
+        self.callbacks: dict[str, Any] = {}
+        self.state: dict[str, dict[str, float]] = {}
+        self.opened = 0
+        self.closed = 0
+
+    def open(self, sid: str, cb) -> None:  # noqa: ANN001
+        self.callbacks[sid] = cb
+        self.state[sid] = {"t": 0.0, "start": -1.0, "last_voiced": -1.0}
+        self.opened += 1
+
+    def feed(self, sid: str, frame: np.ndarray) -> None:
+        cb, st = self.callbacks.get(sid), self.state.get(sid)
+        if cb is None:
+            return
+        st["t"] += len(frame) / SAMPLE_RATE
+        voiced = float(np.sqrt(np.mean(np.square(frame)))) > 0.02
+        if voiced:
+            if st["start"] < 0:
+                st["start"] = st["t"]
+                cb({"sid": sid, "kind": "vad_start", "audio_s": round(st["t"], 3)})
+            st["last_voiced"] = st["t"]
+        elif st["start"] >= 0 and st["t"] - st["last_voiced"] >= 0.4:
+            end = st["last_voiced"]
+            cb({"sid": sid, "kind": "vad_end", "audio_s": round(end, 3), "speech_s": round(end - st["start"], 3)})
+            cb({"sid": sid, "kind": "final", "text": self.text, "audio_start_s": st["start"], "audio_s": round(end, 3)})
+            st["start"] = -1.0
+        in_speech = st["start"] >= 0
+        cb({"sid": sid, "kind": "progress", "audio_s": st["t"], "vad_prob": 0.9 if in_speech else 0.0,
+            "in_speech": in_speech, "busy": False})
+
+    def close(self, sid: str) -> None:
+        if self.callbacks.pop(sid, None) is not None:
+            self.closed += 1
+        self.state.pop(sid, None)
+
+    @property
+    def streams(self) -> int:
+        return len(self.callbacks)
+
+
+def tone(seconds: float, amp: float = 0.3, hz: float = 200.0) -> np.ndarray:
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    return (amp * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def question(lead_s: float = 0.2, speech_s: float = 0.8, tail_s: float = 1.2) -> np.ndarray:
+    return np.concatenate([np.zeros(int(lead_s * SAMPLE_RATE), np.float32), tone(speech_s),
+                           np.zeros(int(tail_s * SAMPLE_RATE), np.float32)])
+
+
+@contextlib.asynccontextmanager
+async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto.Limits = proto.Limits(),
+                      token: str | None = None, record_dir=None, allow_origins: tuple[str, ...] = (),  # noqa: ANN001
+                      llm_tokens: list[str] | None = None) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
+    """An in-process server on 127.0.0.1 with fakes behind it: the energy Listener, the fake
+    OpenAI server, FakeFrontEnd (echoes oracle words with a tone) and FakeTTS."""
+    from fakes import FakeLLMBehaviour
+
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=llm_tokens) if llm_tokens else None) as llm_srv:
+        listener = EnergyListener()
+        llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m")))
+        provider = PerSessionFrontEnds(lambda tts: FakeFrontEnd(), name="fake") if mode != "cascade" else None
+        backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider)
+        hub = Hub(backend, HubConfig(session=SessionConfig(mode=mode), max_sessions=max_sessions, limits=limits,
+                                     record_dir=record_dir))
+        runner = web.AppRunner(make_app(hub, ServerConfig(token=token, allow_origins=allow_origins)),
+                               shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}", hub, listener
+        finally:
+            await runner.cleanup()
+            await hub.aclose()
+            await llm.aclose()
+
+
+# -- unit tests of the small parts -------------------------------------------------------------------
+def test_input_buffer_pads_underruns_with_silence_and_drops_the_oldest_beyond_its_limit():
+    buf = InputBuffer(max_samples=3 * FRAME_SAMPLES)
+    assert not buf.take().any() and buf.underruns == 0, "silence before the client speaks is not an underrun"
+    buf.push(np.ones(FRAME_SAMPLES // 2, np.float32))
+    frame = buf.take()
+    assert frame[: FRAME_SAMPLES // 2].all() and not frame[FRAME_SAMPLES // 2:].any()
+    assert buf.underruns == 1
+    buf.push(np.arange(5 * FRAME_SAMPLES, dtype=np.float32))
+    assert buf.size == 3 * FRAME_SAMPLES and buf.dropped_samples == 2 * FRAME_SAMPLES
+    assert buf.take()[0] == 2 * FRAME_SAMPLES, "the newest audio is kept"
+
+
+def test_token_bucket_allows_bursts_then_the_sustained_rate():
+    b = proto.TokenBucket(rate=10, burst=5, now=0.0)
+    assert all(b.take(1, 0.0) for _ in range(5))
+    assert not b.take(1, 0.0)
+    assert b.take(1, 0.1) and not b.take(1, 0.1)
+    assert b.take(5, 10.0)
+
+
+def test_messages_are_one_kind_byte_and_a_payload():
+    assert proto.handshake() == b"\x00"
+    assert proto.audio(b"OggS") == b"\x01OggS"
+    assert proto.text(" é") == b"\x02 \xc3\xa9"
+    assert proto.error("bad") == b"\x05bad"
+    assert proto.event({"type": "x"})[0] == proto.METADATA
+
+
+def wait_until(pred, timeout_s: float = 5.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
