@@ -56,14 +56,16 @@ def normalize(text: str) -> str:
 
 
 def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Word | None:
-    """The first spoken word (after `after`) that completes an accepted answer."""
+    """The first accepted answer spoken after `after`, as one Word from its first word's start to its
+    last word's end."""
     norm = [(normalize(w.text), w) for w in words if w.end > after]
     tokens = [n for n, _ in norm]
     for i in range(len(tokens)):
         for ans in answers:
             parts = normalize(ans).split()
             if parts and tokens[i: i + len(parts)] == parts:
-                return norm[i + len(parts) - 1][1]
+                span = [w for _, w in norm[i: i + len(parts)]]
+                return Word(" ".join(w.text for w in span), span[0].start, span[-1].end)
     return None
 
 

@@ -43,7 +43,8 @@ def test_prompts_carry_the_dialogue_and_the_partial():
 
 def test_find_answer_matches_multiword_answers_after_a_time():
     words = [Word("Buenos", 1.0, 1.2), Word("Aires.", 1.2, 1.6), Word("Paris", 0.1, 0.3)]
-    assert find_answer(words, ["buenos aires"]).text == "Aires."
+    hit = find_answer(words, ["buenos aires"])
+    assert (hit.text, hit.start, hit.end) == ("Buenos Aires.", 1.0, 1.6)
     assert find_answer(words, ["paris"], after=0.5) is None
     assert normalize("Canberra!") == "canberra"
 

@@ -1,0 +1,123 @@
+"""`tandem bench`: bookkeeping with fakes (fast), and a real two-question run (slow)."""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tandem import bench
+from tandem.audio import FRAME_S
+from tandem.runner import RunResult
+from tandem.scoring import Word
+from tandem.timeline import Timeline
+
+QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers": ["paris"]},
+             {"id": "q2", "question": "What is the capital of Japan?", "answers": ["tokyo"]}]
+
+
+def write_questions(path: Path, rows=QUESTIONS) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+class FakeStack:
+    llm_config = None
+
+    def __init__(self, config):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def pids(self):
+        return []
+
+
+class FakeTranscriber:
+    """Hears "it is <answer>" wherever the assistant channel is loud."""
+
+    def words(self, audio):
+        loud = np.flatnonzero(np.abs(audio) > 0.1)
+        if not len(loud):
+            return []
+        t = loud[0] / 24000
+        return [Word("It", t, t + 0.2), Word("is", t + 0.2, t + 0.4), Word("Paris.", t + 0.4, t + 0.9)]
+
+
+def fake_run_session(stack, audio, config, front_end_name="compact", oracle_policy="kame", meta=None, **kw):
+    if config.mode == "cascade" and meta["question_id"] == "q2":
+        raise RuntimeError("the cascade broke")
+    tl = Timeline(lambda: 0.0, meta={"mode": config.mode, **(meta or {})})
+    n = len(audio.samples) // 1920
+    for k in range(n):
+        tl.add_frame((k + 1) * FRAME_S, 0.5, 1.0, 0, "")
+    out = np.zeros_like(audio.samples)
+    end = int(np.flatnonzero(np.abs(audio.samples) > 0.02)[-1])
+    delay = {"kame": 0.5, "prefix": 0.3}.get(oracle_policy, 1.0) if config.mode == "tandem" else 1.0
+    start = end + int(delay * 24000)
+    out[start: start + 24000] = 0.5
+    return RunResult(out, tl, audio)
+
+
+def test_bench_records_every_variant_and_goes_on_after_a_failed_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "Stack", FakeStack)
+    monkeypatch.setattr(bench, "Transcriber", FakeTranscriber)
+    monkeypatch.setattr(bench, "run_session", fake_run_session)
+    monkeypatch.setattr(bench, "write_outputs", lambda res, wav, tl, png: [Path(p).write_bytes(b"x") for p in (wav, tl, png)])
+    args = argparse.Namespace(questions=write_questions(tmp_path / "q.jsonl"), limit=None, modes="tandem,cascade",
+                              policy="kame,prefix", out=tmp_path / "out", voice="espeak", tail=1.0, front_end="compact",
+                              llm_url=None, llm_model=None, llm_load=False)
+    assert bench.run_bench(args) == 0
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    runs = res["runs"]
+    assert [(r["question_id"], r["variant"]) for r in runs] == [
+        (q, v) for q in ("q1", "q2") for v in ("tandem[kame]", "tandem[prefix]", "cascade")]
+    failed = [r for r in runs if r.get("failed")]
+    assert len(failed) == 1 and failed[0]["variant"] == "cascade" and "the cascade broke" in failed[0]["error"]
+    ok = [r for r in runs if not r.get("failed")]
+    assert all(Path(r["output_wav"]).is_absolute() and Path(r["input_wav"]).exists() for r in ok)
+    s = res["summary"]
+    assert s["tandem[prefix]"]["onset_s_median"] == pytest.approx(0.3, abs=0.01)
+    assert s["tandem[kame]"]["onset_s_median"] == pytest.approx(0.5, abs=0.01)
+    assert s["cascade"]["failed"] == 1 and s["cascade"]["correct_rate"] == 0.5
+    assert s["tandem[kame]"]["correct_rate"] == 0.5  # it always says Paris
+    assert (tmp_path / "out" / "latency.png").stat().st_size > 10_000
+    assert "tandem[prefix]" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_unknown_policy_fails_before_any_audio(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "Stack", FakeStack)
+    monkeypatch.setattr(bench, "Transcriber", FakeTranscriber)
+    args = argparse.Namespace(questions=write_questions(tmp_path / "q.jsonl"), limit=None, modes="tandem",
+                              policy="kame,nope", out=tmp_path / "out", voice="espeak", tail=1.0, front_end="compact",
+                              llm_url=None, llm_model=None, llm_load=False)
+    with pytest.raises(ValueError, match="unknown oracle policy"):
+        bench.run_bench(args)
+    assert not (tmp_path / "out" / "audio").exists()
+
+
+@pytest.mark.slow
+def test_real_two_question_benchmark(tmp_path):
+    q = write_questions(tmp_path / "q.jsonl")
+    out = tmp_path / "bench"
+    r = subprocess.run([sys.executable, "-m", "tandem", "bench", "--questions", str(q), "--modes", "tandem,cascade",
+                        "--policy", "kame,prefix", "--voice", "flite", "--tail", "3", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((out / "results.json").read_text())
+    assert len(res["runs"]) == 6 and not any(x.get("failed") for x in res["runs"])
+    for run in res["runs"]:
+        assert Path(run["output_wav"]).exists() and Path(run["plot"]).exists()
+        assert run["speech_end_s"] > 1.0 and run["onset_s"] is not None, run
+        assert run["deadline_misses"] == 0
+    cascade = [x for x in res["runs"] if x["mode"] == "cascade"]
+    assert sum(x["correct"] for x in cascade) >= 1, [x["said"] for x in cascade]
+    tandem = res["summary"]["tandem[prefix]"]
+    assert tandem["onset_s_median"] < res["summary"]["cascade"]["onset_s_median"]
+    assert (out / "latency.png").exists() and (out / "summary.md").exists()

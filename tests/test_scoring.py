@@ -1,0 +1,51 @@
+"""The benchmark's scoring on constructed audio whose onsets and words are known."""
+import numpy as np
+import pytest
+
+from tandem.audio import SAMPLE_RATE
+from tandem.scoring import Transcriber, find_answer, onset_after, speech_end_of
+
+SR = SAMPLE_RATE
+
+
+def tone(seconds: float, amp: float = 0.3) -> np.ndarray:
+    return (amp * np.sin(2 * np.pi * 220 * np.arange(int(seconds * SR)) / SR)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SR), np.float32)
+
+
+def test_speech_end_and_onset_latency_on_known_signals():
+    user = np.concatenate([silence(0.5), tone(1.5), silence(0.02) + 1e-4, silence(2.0)])  # hiss stays below
+    end = speech_end_of(user)
+    assert end == pytest.approx(2.0, abs=0.002)
+    assistant = np.concatenate([silence(2.0 + 0.45), tone(1.0), silence(0.5)])
+    assert onset_after(assistant, end) == pytest.approx(0.45, abs=0.002)
+    assert onset_after(silence(3.0), end) is None
+    assert speech_end_of(silence(1.0)) is None
+
+
+def test_onset_ignores_assistant_sound_before_the_end_of_speech():
+    assistant = np.concatenate([tone(0.3), silence(1.7), silence(0.2), tone(0.5)])
+    assert onset_after(assistant, 2.0) == pytest.approx(0.2, abs=0.002)
+
+
+@pytest.fixture(scope="module")
+def transcriber():
+    return Transcriber(threads=1)
+
+
+def test_answer_time_comes_from_the_spoken_word(transcriber):
+    from tandem.voices import speak
+
+    lead = 1.5
+    speech = speak("I believe the capital is Paris.", "espeak", lead_s=lead, tail_s=0.5)
+    words = transcriber.words(speech)
+    hit = find_answer(words, ["paris"], after=lead - 0.1)
+    assert hit is not None, [w.text for w in words]
+    spoken_end = speech_end_of(speech)
+    # "Paris" is the last word: it starts after the lead and well after the first word, ends by the end
+    assert lead + 0.6 < hit.start < spoken_end and hit.end <= spoken_end + 0.3
+    assert find_answer(words, ["paris"], after=spoken_end + 0.5) is None, "said before `after` does not count"
+    assert find_answer(words, ["london"]) is None
