@@ -10,9 +10,9 @@ from pathlib import Path
 
 from .errors import TandemError
 from .frontends.moshi.options import add_cli_args as add_moshi_args
+from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
-from .oracle import POLICIES
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
-    r.add_argument("--oracle-policy", default="kame", help=f"oracle stream policy ({', '.join(POLICIES)})")
+    r.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback)")
     r.add_argument("--answer", action="append", default=[],
                    help="an accepted answer word; when given, the assistant channel is transcribed and the "
                         "answer latency printed (repeatable)")
@@ -50,21 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tail", type=float, default=3.0, help="seconds of silence after the speech")
 
     t = sub.add_parser("train", help="train a front-end")
-    t.add_argument("what", choices=["compact"])
+    t.add_argument("what", choices=["compact", "moshi"])
     t.add_argument("--minutes", type=float, default=45.0, help="wall-clock budget for the whole run")
     t.add_argument("--out", type=Path, default=None, help="directory for compact.pt, loss.png, history.json "
                    "(default: the shipped assets directory)")
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--tiny", action="store_true", help="a tiny model and batch, for tests")
     t.add_argument("--max-steps", type=int, default=100_000)
+    add_moshi_train_args(t)
 
     e = sub.add_parser("evaluate", help="behaviour of a front-end on held-out synthetic dialogues")
     e.add_argument("what", choices=["compact"])
     e.add_argument("--checkpoint", type=Path, default=None)
     e.add_argument("-n", type=int, default=200, help="dialogues with a normal oracle (half as many replaced, a quarter with none)")
     e.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
-    e.add_argument("--oracle-policy", default="kame", choices=["kame", "prefix"],
-                   help="how the simulated oracles are fed (the model is trained on both)")
 
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
     b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
@@ -73,9 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
     b.add_argument("--limit", type=int, default=None)
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
-    b.add_argument("--policy", default="kame",
-                   help="oracle policy for tandem mode; several, comma-separated, are compared side by side "
-                        f"({', '.join(POLICIES)})")
+    b.add_argument("--policy", default="kame")
     b.add_argument("--front-end", default="compact")
     b.add_argument("--llm-load", action="store_true",
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
@@ -122,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.what == "moshi":
+        from .train.moshi import run_cli
+
+        return run_cli(args)
     from .frontends.compact.model import CompactConfig
     from .frontends.compact.train import TrainConfig, train
 
@@ -129,7 +130,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
     if args.tiny:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
-                          model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),
+                          model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64),
                           eval_every=10, eval_batches=1, warmup=5)
     meta = train(cfg, out)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
@@ -151,7 +152,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise TandemError(f"no checkpoint at {path}; train one with `tandem train compact`")
     torch.set_num_threads(1)
     model, tok, meta = load_checkpoint(path)
-    res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy), **step_times(model), "checkpoint_meta": meta}
+    res = {**evaluate(model, tok, n=args.n, progress=True), **step_times(model), "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:

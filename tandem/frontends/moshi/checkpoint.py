@@ -27,7 +27,7 @@ LM_NAME = "model.safetensors"
 MIMI_NAME = "tokenizer-e351c8d8-checkpoint125.safetensors"  # moshi's names for the 7B release
 TOKENIZER_NAME = "tokenizer_spm_32k_3.model"
 FILE_KEYS = ("moshi_name", "mimi_name", "tokenizer_name", "mimi_config_name", "lora_name")
-NOT_LM_KEYS = FILE_KEYS + ("model_type", "lm_gen_config", "tts_config", "stt_config", "model_id")
+NOT_LM_KEYS = FILE_KEYS + ("model_type", "lm_gen_config", "tts_config", "stt_config", "model_id", "tandem_training")
 
 
 def how_to_get(repo: str = DEFAULT_HF_REPO) -> str:
@@ -158,15 +158,17 @@ def parse_dtype(name: str | None, device: str | torch.device) -> torch.dtype:
     return table[name]
 
 
-def save(out_dir: str | Path, lm: torch.nn.Module, lm_kwargs: dict[str, Any], mimi_weights: Path,
-         tokenizer: Path, mimi_config: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Path:
+def save(out_dir: str | Path, lm: torch.nn.Module | dict[str, torch.Tensor], lm_kwargs: dict[str, Any],
+         mimi_weights: Path, tokenizer: Path, mimi_config: dict[str, Any] | None = None,
+         extra: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint directory that `--moshi-weights` (and moshi's own loaders, minus the
-    oracle) can read: KAME parameter names, Moshi file layout."""
+    oracle) can read: KAME parameter names, Moshi file layout. `lm` is the model or its state dict."""
     from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in lm.state_dict().items()}
+    sd = lm if isinstance(lm, dict) else lm.state_dict()
+    state = {k: v.detach().to("cpu").contiguous() for k, v in sd.items()}
     save_file(state, str(out / LM_NAME))
     cfg: dict[str, Any] = {**lm_kwargs, "moshi_name": LM_NAME, "mimi_name": mimi_weights.name,
                            "tokenizer_name": tokenizer.name, "model_type": "moshi", **(extra or {})}

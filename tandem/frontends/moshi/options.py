@@ -54,3 +54,21 @@ def env_defaults() -> dict[str, Any]:
     if "seed" in kw:
         kw["seed"] = int(kw["seed"])
     return kw
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    """`tandem train moshi` options (the base checkpoint comes from the moshi front-end options)."""
+    add_cli_args(p)
+    g = p.add_argument_group("tandem train moshi")
+    g.add_argument("--data", type=Path, default=None, help="training shards directory (default OUT/data; made "
+                   "from synthetic dialogues when it has none)")
+    g.add_argument("--synthesize", type=int, default=None, metavar="N", help="make N synthetic dialogues into --data")
+    g.add_argument("--manifest", type=Path, default=None,
+                   help="JSONL of real two-channel dialogues with word timestamps, made into --data")
+    g.add_argument("--voices", choices=["tts", "tone"], default="tts",
+                   help="how synthetic dialogues are voiced: test voice + hibari, or tones (dry runs)")
+    g.add_argument("--lora", action="store_true", help="train LoRA adapters + the oracle embedding only")
+    g.add_argument("--lora-rank", type=int, default=64)
+    g.add_argument("--lr", type=float, default=None, help="learning rate (default 3e-5, KAME's)")
+    g.add_argument("--batch-size", type=int, default=None)
+    g.add_argument("--frames", type=int, default=None, help="window length in 80 ms frames (default 250)")

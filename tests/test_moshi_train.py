@@ -1,0 +1,194 @@
+"""`tandem train moshi`: KAME's simulated oracles, the training layout, and a few steps on the tiny model."""
+import os
+
+os.environ.setdefault("NO_TORCH_COMPILE", "1")
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("moshi")
+
+from moshi.models import LMGen  # noqa: E402
+
+from tandem.frontends.moshi import checkpoint  # noqa: E402
+from tandem.frontends.moshi.bundle import load_bundle  # noqa: E402
+from tandem.frontends.moshi.model import OracleLMModel  # noqa: E402
+from tandem.frontends.moshi.tiny import TINY_CARD, tiny_lm_kwargs, write_tiny_checkpoint  # noqa: E402
+from tandem.train import kame_oracles as ko  # noqa: E402
+from tandem.train.moshi import MoshiTrainConfig, prepare_data, train  # noqa: E402
+from tandem.train.moshi_data import (ToneRenderer, build_example, read_shards, render_synthetic,  # noqa: E402
+                                     text_columns, turns_from_words)
+from tandem.train.synth import Turn, Word, make_dialogue  # noqa: E402
+
+torch.set_num_threads(1)
+VOCAB = 120
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), seed=0, vocab=VOCAB)
+
+
+@pytest.fixture(scope="module")
+def shards(tiny_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    prepare_data(checkpoint.from_dir(tiny_dir), d, n=4, seed=0, renderer=ToneRenderer())
+    return d
+
+
+def _turn(n_words: int = 8, start: float = 1.0, word_s: float = 0.3) -> Turn:
+    words = [Word(f"w{i}", start + i * word_s, start + (i + 1) * word_s - 0.02) for i in range(n_words)]
+    return Turn(words, " ".join(w.text for w in words), "The capital of Blorp is Zantor.", "question", "Zantor")
+
+
+# -- simulated oracles ------------------------------------------------------------------------------
+def test_hint_tiers_follow_kame_thresholds():
+    assert [ko.hint_tier(f) for f in (0.1, 0.5, 0.6, 0.65, 0.7, 0.9, 0.96, 0.995)] == [0, 0, 1, 1, 2, 3, 4, 5]
+
+
+def test_events_every_half_second_from_the_second_word_then_the_true_reply():
+    turn = _turn()
+    evs = ko.turn_events(random.Random(0), turn)
+    times = [e.t for e in evs]
+    assert times[0] == pytest.approx(turn.words[1].end)
+    assert np.allclose(np.diff(times[:-1]), 0.5)
+    assert evs[-1].t == turn.end and evs[-1].text == turn.reply and evs[-1].tier == 6
+    frac = [(e.t - turn.start) / (turn.end - turn.start) for e in evs[:-1]]
+    assert [e.tier for e in evs[:-1]] == [ko.hint_tier(f) for f in frac]
+    # no hint: never the true reply; the random-oracle variant: other replies, then the true one
+    many = [e for s in range(30) for e in ko.turn_events(random.Random(s), turn)[:-1] if e.tier == 0]
+    assert many and all(e.text != turn.reply for e in many)
+    rv = ko.turn_events(random.Random(1), turn, random_variant=True)
+    assert all(e.tier == -1 and e.text != turn.reply for e in rv[:-1]) and rv[-1].text == turn.reply
+
+
+def test_events_land_on_kame_columns_with_shifts_and_skips():
+    turn = _turn()
+    evs = ko.turn_events(random.Random(0), turn)
+    plain = ko.place_events(random.Random(0), evs, ko.OracleRecipe(augment=False, text_delay=2))
+    assert [c for c, _ in plain] == [int(e.t * 12.5) + 1 + 2 for e in evs]
+    evs = ko.turn_events(random.Random(0), turn, random_variant=True)  # the true reply only at the end
+    base = {e.text: ko.event_column(e.t) for e in evs}
+    kept = []
+    for seed in range(60):
+        placed = ko.place_events(random.Random(seed), evs)
+        assert turn.reply in [t for _, t in placed], "the last event is never skipped"
+        for c, text in placed:
+            d = c - base[text]
+            assert -15 <= d <= 10 and d != 0, "each event is shifted right 1-10 or left 1-15 columns"
+        kept.append(len(placed) - 1)
+    assert min(kept) < len(evs) - 1 and max(kept) > 0, "intermediate events are skipped at random"
+
+
+def test_oracle_columns_play_start_then_one_token_per_column_and_replace():
+    enc = {"a b c": [10, 11, 12], "d": [20]}.__getitem__
+    cols = ko.oracle_columns([(2, "a b c"), (4, "d")], 9, enc, start_id=VOCAB, pad_id=3)
+    assert cols.tolist() == [3, 3, VOCAB, 10, VOCAB, 20, 3, 3, 3]
+
+
+# -- the training layout ------------------------------------------------------------------------------
+def test_text_columns_put_words_at_their_frames_with_end_of_padding():
+    enc = {"hello": [50], " big": [51, 52], " world": [53]}.__getitem__
+    words = [Word("hello", 0.40, 0.6), Word("big", 0.64, 0.8), Word("world", 1.2, 1.5)]
+    cols = text_columns(words, 20, enc, pad_id=3, end_pad_id=0)
+    # hello at frame 5, big pushed to frames 8-9 (frame_of 0.64 = 8), world at 15; EPAD before each word
+    assert cols.tolist() == [3, 3, 3, 3, 0, 50, 3, 0, 51, 52, 3, 3, 3, 3, 0, 53, 3, 3, 3, 3]
+
+
+def test_turns_from_real_word_timestamps():
+    user = [Word("what", 0.5, 0.7), Word("time", 0.8, 1.0), Word("thanks", 4.0, 4.3)]
+    asst = [Word("it", 1.5, 1.6), Word("is", 1.7, 1.8), Word("noon", 1.9, 2.2), Word("welcome", 4.6, 5.0)]
+    turns = turns_from_words(user, asst)
+    assert [t.text for t in turns] == ["what time", "thanks"]
+    assert [t.reply for t in turns] == ["it is noon", "welcome"]
+
+
+def test_shards_have_moshi_layout(shards, tiny_dir):
+    ex = read_shards(shards)
+    assert len(ex) == 4
+    for e in ex:
+        K, T = e["codes"].shape
+        assert K == 1 + 2 * 3 and e["oracle"].shape == (T,)
+        assert e["codes"][1:].min() >= 0 and e["codes"][1:].max() < TINY_CARD
+        assert (e["oracle"] == VOCAB).any(), "oracle events start with the text start token"
+        assert ((e["codes"][0] != 3) & (e["codes"][0] != 0)).any(), "the assistant says something"
+
+
+def test_user_stream_is_shifted_one_frame_as_lmgen_hears_it():
+    """Training forward on data laid out like build_example == LMGen's step-by-step logits."""
+    kw = tiny_lm_kwargs(VOCAB)
+    torch.manual_seed(0)
+    lm = OracleLMModel(**kw).eval()
+    with torch.no_grad():
+        lm.oracle_emb.weight.normal_()
+    T = 12
+    g = torch.Generator().manual_seed(1)
+    user = torch.randint(0, TINY_CARD, (1, 3, T + 1), generator=g)  # user frames fed at steps 0..T
+    fed = torch.randint(0, VOCAB + 1, (1, T + 1), generator=g)  # oracle token fed at each step
+    logits, outs = [], []
+    gen = LMGen(lm, use_sampling=False, on_text_logits_hook=lambda x: logits.append(x[0, 0, 0].clone()))
+    buf = torch.zeros(1, 1, dtype=torch.long)
+    lm.attach_oracle(buf)
+    with gen.streaming(1):
+        for k in range(T + 1):
+            buf.copy_(fed[:, k:k + 1])
+            o = gen.step(user[:, :, k:k + 1])
+            if o is not None:
+                outs.append(o)
+    lm.attach_oracle(None)
+    gen_cols = torch.cat(outs, dim=2)  # text + audio of columns 0..T-1
+    codes = torch.cat([gen_cols[:, :, :T], user[:, :, 1:T + 1]], dim=1)  # user column c <- frame c + 1
+    with torch.no_grad():
+        out = lm(codes, oracle_tokens=fed[:, 1:T + 1])  # oracle column c <- token fed at step c + 1
+    for c in range(T):
+        torch.testing.assert_close(out.text_logits[0, 0, c], logits[c], atol=1e-4, rtol=1e-4)
+
+
+# -- training ---------------------------------------------------------------------------------------
+def test_a_few_full_fine_tuning_steps_lower_the_loss_and_write_a_loadable_checkpoint(tiny_dir, shards, tmp_path):
+    files = checkpoint.from_dir(tiny_dir)
+    cfg = MoshiTrainConfig(lr=3e-3, max_steps=30, batch=2, frames=40, seed=0)
+    meta = train(files, read_shards(shards), cfg, tmp_path / "ck", progress=False)
+    assert meta["steps"] == 30
+    assert meta["last_loss"] < 0.6 * meta["first_loss"], meta
+    base = load_bundle(files)
+    b = load_bundle(checkpoint.from_dir(tmp_path / "ck"))
+    assert not b.backfilled
+    assert not torch.equal(b.lm.oracle_emb.weight, base.lm.oracle_emb.weight)
+    assert not torch.equal(b.lm.text_emb.weight, base.lm.text_emb.weight)
+
+
+def test_lora_trains_adapters_and_the_oracle_embedding_only(tiny_dir, shards, tmp_path):
+    files = checkpoint.from_dir(tiny_dir)
+    cfg = MoshiTrainConfig(lr=3e-3, max_steps=30, batch=2, frames=40, seed=0, lora=True, lora_rank=4)
+    meta = train(files, read_shards(shards), cfg, tmp_path / "lora", progress=False)
+    assert meta["last_loss"] < 0.8 * meta["first_loss"], meta
+    base = load_bundle(files)
+    b = load_bundle(checkpoint.from_dir(tmp_path / "lora"))
+    assert set(b.lm.state_dict()) == set(base.lm.state_dict())  # merged: plain names, no lora_* keys
+    assert torch.equal(b.lm.text_emb.weight, base.lm.text_emb.weight)  # frozen
+    assert not torch.equal(b.lm.oracle_emb.weight, base.lm.oracle_emb.weight)  # trained
+    w = "transformer.layers.0.gating.linear_in.weight"
+    assert not torch.equal(b.lm.state_dict()[w], base.lm.state_dict()[w])  # adapter folded in
+
+
+def test_tandem_train_moshi_tiny_from_the_command_line(tmp_path):
+    from tandem.cli import main
+
+    rc = main(["train", "moshi", "--tiny", "--out", str(tmp_path), "--max-steps", "3", "--minutes", "2"])
+    assert rc == 0
+    assert (tmp_path / "checkpoint" / "config.json").exists() and (tmp_path / "data" / "shards.json").exists()
+    load_bundle(checkpoint.from_dir(tmp_path / "checkpoint"))
+
+
+def test_synthetic_dialogue_render_keeps_the_word_times():
+    rng = random.Random(3)
+    d = render_synthetic(make_dialogue(rng), ToneRenderer(), rng)
+    assert len(d.user) == len(d.assistant) and len(d.user) % 1920 == 0
+    for w in d.user_words[:3]:
+        seg = d.user[int(w.start * 24000):int(w.end * 24000)]
+        assert np.abs(seg).max() > 0.05
+    assert d.assistant_words[0].start > d.turns[0].end
