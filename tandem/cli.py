@@ -13,6 +13,7 @@ from .frontends.moshi.options import add_cli_args as add_moshi_args
 from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
+from .oracle import POLICIES
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
-    r.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback)")
+    r.add_argument("--oracle-policy", default="kame", help=f"oracle stream policy ({', '.join(POLICIES)})")
     r.add_argument("--answer", action="append", default=[],
                    help="an accepted answer word; when given, the assistant channel is transcribed and the "
                         "answer latency printed (repeatable)")
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", type=Path, default=None)
     e.add_argument("-n", type=int, default=200, help="dialogues with a normal oracle (half as many replaced, a quarter with none)")
     e.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    e.add_argument("--oracle-policy", default="kame", choices=["kame", "prefix"],
+                   help="how the simulated oracles are fed (the model is trained on both)")
 
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
     b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
@@ -72,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
     b.add_argument("--limit", type=int, default=None)
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
-    b.add_argument("--policy", default="kame")
+    b.add_argument("--policy", default="kame",
+                   help="oracle policy for tandem mode; several, comma-separated, are compared side by side "
+                        f"({', '.join(POLICIES)})")
     b.add_argument("--front-end", default="compact")
     b.add_argument("--llm-load", action="store_true",
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
@@ -130,7 +135,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
     if args.tiny:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
-                          model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64),
+                          model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),
                           eval_every=10, eval_batches=1, warmup=5)
     meta = train(cfg, out)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
@@ -152,7 +157,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise TandemError(f"no checkpoint at {path}; train one with `tandem train compact`")
     torch.set_num_threads(1)
     model, tok, meta = load_checkpoint(path)
-    res = {**evaluate(model, tok, n=args.n, progress=True), **step_times(model), "checkpoint_meta": meta}
+    res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy), **step_times(model), "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:
