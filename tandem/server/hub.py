@@ -325,6 +325,7 @@ class Hub:
         self._ticker: asyncio.Task | None = None
         self.ticks = 0
         self.tick_ms: deque[float] = deque(maxlen=1000)
+        self.phase_ms: dict[str, deque[float]] = {k: deque(maxlen=1000) for k in ("pre", "front_end", "post")}
         self.late_ticks = 0  # ticks that started more than one frame late
         self.sessions_total = 0
         self.closed_reasons: dict[str, int] = {}
@@ -439,6 +440,7 @@ class Hub:
                 c.send(proto.event({"type": "session", "sid": c.sid, "mode": self.config.session.mode,
                                     "sample_rate": SAMPLE_RATE, "frame_s": FRAME_S}))
         self._joining.clear()
+        p0 = time.perf_counter()
         now = time.monotonic()
         lim = self.config.limits
         steps: list[tuple[Client, np.ndarray, LiveStep]] = []
@@ -457,6 +459,7 @@ class Hub:
             except Exception as e:  # noqa: BLE001
                 log.exception("session %s failed", c.sid)
                 c.abort(f"internal error: {type(e).__name__}", code=1011)
+        p1 = time.perf_counter()
         todo = [(c, st) for c, _, st in steps if st.audio is None]
         if todo:
             provider = self.backend.front_ends
@@ -470,6 +473,7 @@ class Hub:
                 for c, st in todo:
                     c.abort(f"internal error in the front-end: {type(e).__name__}", code=1011)
                     st.audio = np.zeros(FRAME_SAMPLES, np.float32)
+        p2 = time.perf_counter()
         for c, frame, st in steps:
             if c.closing:
                 continue
@@ -481,6 +485,11 @@ class Hub:
             except Exception as e:  # noqa: BLE001
                 log.exception("session %s failed", c.sid)
                 c.abort(f"internal error: {type(e).__name__}", code=1011)
+        p3 = time.perf_counter()
+        if steps:
+            self.phase_ms["pre"].append((p1 - p0) * 1e3)
+            self.phase_ms["front_end"].append((p2 - p1) * 1e3)
+            self.phase_ms["post"].append((p3 - p2) * 1e3)
 
     # -- status -----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -491,6 +500,8 @@ class Hub:
             "late_ticks": self.late_ticks,
             "tick_ms_p50": round(float(np.percentile(ms, 50)), 3) if len(ms) else 0.0,
             "tick_ms_p99": round(float(np.percentile(ms, 99)), 3) if len(ms) else 0.0,
+            "phase_ms_p50": {k: round(float(np.percentile(v, 50)), 3) if v else 0.0 for k, v in self.phase_ms.items()},
+            "phase_ms_p99": {k: round(float(np.percentile(v, 99)), 3) if v else 0.0 for k, v in self.phase_ms.items()},
             "closed": dict(self.closed_reasons),
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
         }

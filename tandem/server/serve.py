@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
@@ -27,18 +27,24 @@ class ServeOptions:
     max_sessions: int = 4
     record_dir: Path | None = None
     front_end: str = "compact"
-    checkpoint: Path | None = None
+    front_end_kwargs: dict = field(default_factory=dict)
     oracle_policy: str = "kame"
     llm_url: str | None = None
     llm_model: str | None = None
     llm_concurrency: int = 1
+    backend_nice: int = 10  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
 
-def front_end_provider(name: str, capacity: int, checkpoint: Path | None):
+def front_end_provider(name: str, capacity: int, kwargs: dict):
+    """Front-ends with a shared batched model get one pool; others one instance per session."""
     if name == "compact":
-        return CompactProvider(capacity, str(checkpoint) if checkpoint else None)
-    kwargs = {"checkpoint": checkpoint} if checkpoint else {}
+        ck = kwargs.get("checkpoint")
+        return CompactProvider(capacity, str(ck) if ck else None)
+    if name == "moshi":
+        from ..frontends.moshi.pool import MoshiPool
+
+        return MoshiPool(capacity, **kwargs)
     fe_registry.build(name, **kwargs)  # fail now, with a clear message, if it is not available
     return PerSessionFrontEnds(lambda tts: fe_registry.build(name, tts=tts, **kwargs), name=name)
 
@@ -63,6 +69,20 @@ async def serve_until_stopped(hub: Hub, cfg: ServerConfig, ready=None) -> None: 
         await runner.cleanup()
 
 
+def deprioritize(pids: list[int], nice: int) -> None:
+    """Lower the CPU priority of the back-end processes (Listener, embedded LLM). On a small machine
+    they compete with the frame ticker for the same cores; a late Whisper decode costs a little
+    latency, a late tick costs every session an audible gap."""
+    import psutil
+
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            proc.nice(max(proc.nice(), nice))
+        except (psutil.Error, OSError) as e:
+            log.warning("could not lower the priority of process %s: %s", pid, e)
+
+
 def serve(opts: ServeOptions) -> int:
     check_bind(opts.server)
     if opts.max_sessions < 1 or opts.max_sessions > 256:
@@ -71,9 +91,11 @@ def serve(opts: ServeOptions) -> int:
         opts.record_dir.mkdir(parents=True, exist_ok=True)
     provider = None
     if opts.mode in ("tandem", "frontend"):
-        provider = front_end_provider(opts.front_end, opts.max_sessions, opts.checkpoint)
+        provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend")
     with Stack(stack_cfg) as stack:
+        deprioritize(stack.pids(), opts.backend_nice)
+
         async def main() -> None:
             client = stack.client()
             llm = SharedLLM(client, opts.llm_concurrency) if client is not None else None
