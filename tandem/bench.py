@@ -31,7 +31,8 @@ from .stack import Stack, StackConfig
 log = logging.getLogger(__name__)
 
 NUMERIC = ["onset_s", "answer_s", "gap_max_s", "final_latency_s", "vad_end_delay_s", "partial_stale_median_s", "llm_ttft_s",
-           "tts_first_audio_s", "late_p50_ms", "late_p99_ms", "step_p50_ms", "step_p99_ms"]
+           "tts_first_audio_s", "late_p50_ms", "late_p99_ms", "step_p50_ms", "step_p99_ms", "starts", "cancels",
+           "adoptions", "oracle_tokens_fed", "oracle_resets", "oracle_restarts", "oracle_kept"]
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any]) -> None:
     keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
             "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
-            "tts_first_audio_s_median", "late_p99_ms_max", "deadline_misses"]
+            "tts_first_audio_s_median", "starts_median", "cancels_median", "oracle_tokens_fed_median",
+            "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "late_p99_ms_max", "deadline_misses"]
     modes = list(summary)
     lines = ["| measure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
     for k in keys:

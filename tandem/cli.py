@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--tiny", action="store_true", help="a tiny model and batch, for tests")
     t.add_argument("--max-steps", type=int, default=100_000)
+    t.add_argument("--steps", type=int, default=None,
+                   help="plan the learning-rate schedule over this many steps (default: as many as the time "
+                        "budget allows, estimated from the first steps; a busy machine then trains less)")
     add_moshi_train_args(t)
 
     e = sub.add_parser("evaluate", help="behaviour of a front-end on held-out synthetic dialogues")
@@ -83,6 +86,44 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
     _add_llm_args(b)
     add_moshi_args(b)
+
+    v = sub.add_parser("serve", help="real-time server: Moshi's WebSocket protocol at /api/chat, browser client at /")
+    v.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
+    v.add_argument("--port", type=int, default=8998)
+    v.add_argument("--max-sessions", type=int, default=4, help="concurrent sessions; more get HTTP 503")
+    v.add_argument("--token", default=os.environ.get("TANDEM_TOKEN"),
+                   help="clients must present it (?token= or Authorization: Bearer); required off loopback "
+                        "(env TANDEM_TOKEN)")
+    v.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin allowed besides this server's own (repeatable; * for any)")
+    v.add_argument("--record", type=Path, default=None, metavar="DIR",
+                   help="per session: stereo wav (user left, assistant right) and timeline, flushed every second")
+    v.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem")
+    v.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
+    v.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
+    v.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback, ...)")
+    v.add_argument("--llm-concurrency", type=int, default=1,
+                   help="LLM requests at once, shared by all sessions in arrival order (the embedded server "
+                        "runs one at a time)")
+    v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
+    v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
+    _add_llm_args(v)
+    add_moshi_args(v)
+
+    lt = sub.add_parser("loadtest", help="N concurrent protocol clients speaking questions in real time")
+    lt.add_argument("--sessions", type=int, default=4)
+    lt.add_argument("--duration", type=float, default=60.0, help="seconds of conversation per client")
+    lt.add_argument("--url", default=None, help="server to test (http://HOST:PORT); default: start one for the run")
+    lt.add_argument("--token", default=os.environ.get("TANDEM_TOKEN"))
+    lt.add_argument("--questions", type=Path, default=None, help="JSONL with a `question` field (default: 4 built in)")
+    lt.add_argument("--limit", type=int, default=None, help="use the first N questions")
+    lt.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    lt.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
+    lt.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem",
+                    help="mode of the server started for the run")
+    lt.add_argument("--record", type=Path, default=None, help="--record DIR for the server started for the run")
+    lt.add_argument("--out", type=Path, default=None, help="write the per-session results as JSON")
+    _add_llm_args(lt)
     return ap
 
 
@@ -114,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
             export_moshi_env(args)  # bench builds its front-ends by name only; the moshi factory reads these
 
             return run_bench(args)
+        if args.cmd == "serve":
+            return _cmd_serve(args)
+        if args.cmd == "loadtest":
+            from .server.loadtest import run_loadtest
+
+            return run_loadtest(args)
     except TandemError as e:
         print(f"tandem: error: {e}", file=sys.stderr)
         return 2
@@ -121,6 +168,25 @@ def main(argv: list[str] | None = None) -> int:
         print("tandem: interrupted", file=sys.stderr)
         return 130
     return 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .server.app import ServerConfig
+    from .server.protocol import Limits
+    from .server.serve import ServeOptions, serve
+
+    fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
+    if args.front_end == "moshi":
+        fe_kwargs.update(moshi_kwargs(args))
+    if args.idle_timeout <= 0 or args.session_timeout <= 0:
+        raise TandemError("--idle-timeout and --session-timeout must be positive")
+    opts = ServeOptions(
+        server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin)),
+        mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
+        front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
+        llm_concurrency=args.llm_concurrency,
+        limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout))
+    return serve(opts)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -132,7 +198,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .frontends.compact.train import TrainConfig, train
 
     out = args.out or Path(__file__).parent / "frontends" / "compact" / "assets"
-    cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps)
+    cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, steps=args.steps)
     if args.tiny:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
                           model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),

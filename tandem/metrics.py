@@ -61,5 +61,11 @@ def summarize(tl: dict[str, Any]) -> dict[str, Any]:
         "error_messages": [e.get("error") for e in ev if e["kind"] in ("error", "llm_error")],
     }
     out.update(frame_health(tl))
-    out.update(tl.get("meta", {}).get("llm_stats", {}))
+    meta = tl.get("meta", {})
+    out.update(meta.get("llm_stats", {}))
+    if "oracle_tokens_fed" in meta:
+        out["oracle_tokens_fed"] = meta["oracle_tokens_fed"]
+        out["oracle_resets"] = sum(1 for e in ev if e["kind"] == "oracle_reset")
+        for k, v in meta.get("oracle_policy_stats", {}).items():
+            out[f"oracle_{k}"] = v
     return out

@@ -31,6 +31,7 @@ POINTER_WEIGHT = 0.3  # the copy pointer's own loss: point at the very frame the
 class TrainConfig:
     minutes: float = 45.0
     max_steps: int = 100_000
+    steps: int | None = None  # plan the schedule over this many steps instead of over the time budget
     batch: int = 24
     seq: int = 256
     lr: float = 3e-3
@@ -149,12 +150,12 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
     budget = cfg.minutes * 60
     history = {"step": [], "train": [], "eval_step": [], "eval": [], "eval_speech": []}
     # the schedule is laid over the time budget: estimate steps from the first ones
-    est_steps = cfg.max_steps
-    bar = tqdm(total=cfg.max_steps, desc="train compact", unit="step", disable=not progress)
+    est_steps = min(cfg.steps, cfg.max_steps) if cfg.steps else cfg.max_steps
+    bar = tqdm(total=est_steps, desc="train compact", unit="step", disable=not progress)
     step = 0
     t_train = time.time()
     while step < cfg.max_steps and time.time() - t0 < budget:
-        if step == 20:
+        if step == 20 and not cfg.steps:
             per = (time.time() - t_train) / 20
             est_steps = min(cfg.max_steps, int((budget - (time.time() - t0)) / per) + 20)
             bar.total = est_steps
