@@ -41,3 +41,38 @@ def test_later_words_and_unknown_first_words_wait_for_the_word_to_end():
     out = scripted(fe, [PAD] * 8 + name + [PAD, PAD])
     assert not any(out[8: 8 + len(name)])
     assert out[8 + len(name)] == ["Zorblax"]
+
+
+def test_pool_steps_sessions_like_separate_front_ends_with_the_copy_pointer_state(tmp_path):
+    """Batched stepping (rows of one state, stepped in place or gathered) keeps every row's
+    pointer state (last copied frame, attention) exactly as a front-end of its own would."""
+    from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactPool
+    from tandem.frontends.compact.model import CompactConfig, CompactLM
+    from tandem.frontends.compact.train import load_checkpoint, save_checkpoint
+
+    _, tok, _ = load_checkpoint(DEFAULT_CHECKPOINT)
+    torch.manual_seed(0)
+    model = CompactLM(CompactConfig(vocab=tok.vocab_size, d=32, layers=1, heads=2, window=16, pointer_follow=True))
+    with torch.no_grad():  # make copying likely, so the pointer state is exercised
+        model.copy_gate.bias.fill_(6.0)
+    ck = tmp_path / "c.pt"
+    save_checkpoint(ck, model, tok, {})
+    words = tok.encode(" The capital of Zorblax is Quentoria")
+    rng = np.random.default_rng(0)
+    frames = []
+    for k in range(40):
+        o = [words[k % len(words)] if k % 9 else 2, PAD if k < 5 else words[(k * 3) % len(words)]]
+        frames.append((o, [UserFrame(np.zeros(1920, np.float32), float(rng.random()), k < 10, "what is it")] * 2))
+    alone = [CompactFrontEnd(ck) for _ in range(2)]
+    pool = CompactPool(ck, capacity=3)
+    a, b = pool.open(), pool.open()
+    for o, users in frames:
+        for i, fe in enumerate(alone):
+            fe.step(users[i], o[i])
+        pool.step_many([a, b], users, o)  # packed: the leading rows, in place
+    assert list(a.emitted) == list(alone[0].emitted) and list(b.emitted) == list(alone[1].emitted)
+    assert int(pool.state["last_src"][0]) == int(alone[0].state["last_src"][0]) >= 0
+    for o, users in frames[:10]:  # only the second row: gathered and scattered back
+        alone[1].step(users[1], o[1])
+        pool.step_many([b], users[1:], o[1:])
+    assert list(b.emitted) == list(alone[1].emitted)

@@ -193,14 +193,15 @@ class CompactLM(nn.Module):
     @torch.no_grad()
     def step(self, state: dict[str, torch.Tensor], user, vad, oracle, prev) -> torch.Tensor:
         """One frame for B sessions: user [B,slots], vad/oracle/prev [B]. Returns log-probs [B,V]."""
-        pos = state["pos"]
+        pos = state["pos"].clone()
         slot = pos % self.c.window
         B = pos.shape[0]
         # `prev` was copied from the oracle frame the pointer favoured among those holding it
         match = state["attn"] * ((state["oracle"] == prev[:, None]) & (prev[:, None] > END))
         best = match.argmax(-1)
         copied = match.gather(1, best[:, None])[:, 0] > 0
-        state["last_src"] = torch.where(copied, state["slot_pos"].gather(1, best[:, None])[:, 0], state["last_src"])
+        # state is updated in place: a caller may step a view of a larger batched state
+        state["last_src"].copy_(torch.where(copied, state["slot_pos"].gather(1, best[:, None])[:, 0], state["last_src"]))
         state["slot_pos"].scatter_(1, slot[:, None], pos[:, None])
         sp = state["slot_pos"]
         valid = (sp >= 0) & (sp > pos[:, None] - self.c.window) & (sp <= pos[:, None])
@@ -214,6 +215,6 @@ class CompactLM(nn.Module):
         follow = self._follow(sp[:, None, :], state["last_src"][:, None])
         logp, attn = self._mix(h, state["h"], state["oracle"], allowed, follow)
         if attn is not None:
-            state["attn"] = attn[:, 0]
-        state["pos"] = pos + 1
+            state["attn"].copy_(attn[:, 0])
+        state["pos"].add_(1)
         return logp[:, 0]
