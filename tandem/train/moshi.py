@@ -242,7 +242,8 @@ def run_cli(args: Any) -> int:
     cfg = MoshiTrainConfig(lr=args.lr or (3e-3 if args.tiny else 3e-5), max_steps=args.max_steps,
                            minutes=args.minutes, batch=args.batch_size or (2 if args.tiny else 4),
                            frames=args.frames or (40 if args.tiny else 250), lora=args.lora,
-                           lora_rank=args.lora_rank, seed=args.seed)
+                           lora_rank=args.lora_rank, seed=args.seed,
+                           gradient_checkpointing=args.gradient_checkpointing)
     meta = train(files, examples, cfg, out / "checkpoint", device=device, dtype=args.moshi_dtype)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min ({meta['trainable_params']:,} trainable parameters); "
           f"loss {meta['first_loss']:.3f} -> {meta['last_loss']:.3f}; "

@@ -128,17 +128,24 @@ def load_lm(weights: str | Path | dict[str, torch.Tensor], lm_kwargs: Mapping[st
     Moshi checkpoint) and it was copied from the text embedding. Loading is strict otherwise, so a
     checkpoint that does not fit the config fails here with the keys that differ.
     """
-    if isinstance(weights, (str, Path)):
-        from safetensors.torch import load_file
+    def cast(k: str, v: torch.Tensor) -> torch.Tensor:
+        if not v.dtype.is_floating_point:
+            return v
+        # moshi keeps condition providers in float32 whatever the model's dtype
+        return v.float() if k.startswith(("condition_provider.", "fuser.")) else v.to(dtype)
 
-        state = load_file(str(weights), device="cpu")
+    if isinstance(weights, (str, Path)):
+        from safetensors import safe_open
+
+        # tensor by tensor, cast as read: the public KAME checkpoint is float32 (about 32 GB), and
+        # loading it whole before casting would need twice the host memory of the bf16 model
+        state = {}
+        with safe_open(str(weights), framework="pt", device="cpu") as f:
+            for k in f.keys():
+                state[k] = cast(k, f.get_tensor(k))
     else:
-        state = dict(weights)
+        state = {k: cast(k, v) for k, v in weights.items()}
     backfilled = backfill_oracle(state)
-    for k, v in state.items():
-        if v.dtype.is_floating_point:
-            # moshi keeps condition providers in float32 whatever the model's dtype
-            state[k] = v.float() if k.startswith(("condition_provider.", "fuser.")) else v.to(dtype)
     model = build_lm(lm_kwargs, device="meta", dtype=dtype)
     try:
         res = model.load_state_dict(state, strict=False, assign=True)

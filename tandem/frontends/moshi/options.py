@@ -72,3 +72,5 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", type=float, default=None, help="learning rate (default 3e-5, KAME's)")
     g.add_argument("--batch-size", type=int, default=None)
     g.add_argument("--frames", type=int, default=None, help="window length in 80 ms frames (default 250)")
+    g.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute activations in the backward pass (less GPU memory, about 30%% slower)")

@@ -48,20 +48,24 @@ def tiny_mimi_config() -> dict[str, Any]:
     }
 
 
-def tiny_mimi(seed: int = 0) -> Any:
-    """A random tiny Mimi whose codebooks are initialised (moshi's start all-zero, so every frame
-    would encode to code 0 and the tests would see nothing)."""
-    from moshi.models.loaders import get_mimi
+def init_random_codebooks(mimi: Any) -> Any:
+    """Random Mimi codebooks (moshi's start all-zero, so every frame would encode to code 0)."""
     from moshi.quantization.core_vq import EuclideanCodebook
 
-    torch.manual_seed(seed)
-    mimi = get_mimi(None, tiny_mimi_config(), device="cpu", num_codebooks=TINY_DEP_Q)
     for m in mimi.modules():
         if isinstance(m, EuclideanCodebook):
             m.embedding_sum.normal_()
             m._initialized.fill_(1.0)
             m.register_buffer("_embedding", None, persistent=False)
     return mimi
+
+
+def tiny_mimi(seed: int = 0) -> Any:
+    """A random tiny Mimi with initialised codebooks."""
+    from moshi.models.loaders import get_mimi
+
+    torch.manual_seed(seed)
+    return init_random_codebooks(get_mimi(None, tiny_mimi_config(), device="cpu", num_codebooks=TINY_DEP_Q))
 
 
 def train_tiny_sentencepiece(path: Path, vocab: int = 120, seed: int = 0, n_dialogues: int = 400) -> Path:
