@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 OUT := out
 
-.PHONY: setup demo test test-fast bench lock clean system-deps
+.PHONY: setup demo test test-fast bench lock clean system-deps serve loadtest
 
 setup: $(STAMP)
 
@@ -20,12 +20,14 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
 
-# Debian voices for spoken test questions (not the assistant's voice); installed when missing.
+# Debian voices for spoken test questions (not the assistant's voice) and chromium for the browser
+# test; installed when missing.
 system-deps:
-	@command -v text2wave >/dev/null && command -v flite >/dev/null && command -v espeak-ng >/dev/null || \
+	@command -v text2wave >/dev/null && command -v flite >/dev/null && command -v espeak-ng >/dev/null && \
+	  command -v chromium >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      festival festvox-us-slt-hts flite espeak-ng >/dev/null; \
-	    else echo "install the test voices: sudo apt-get install festival festvox-us-slt-hts flite espeak-ng"; exit 1; fi; }
+	      festival festvox-us-slt-hts flite espeak-ng chromium >/dev/null; \
+	    else echo "install the test voices and browser: sudo apt-get install festival festvox-us-slt-hts flite espeak-ng chromium"; exit 1; fi; }
 
 demo: setup
 	mkdir -p $(OUT)
@@ -40,6 +42,14 @@ test-fast: setup
 
 bench: setup system-deps
 	$(BIN)/tandem bench --questions ../shared/data/questions-dev.jsonl --modes cascade --limit 8 --out $(OUT)/bench
+
+serve: setup
+	$(BIN)/tandem serve
+
+# the capacity measurement of docs/BENCHMARKS.md ("Real-time server"); SESSIONS=N to change the load
+SESSIONS ?= 4
+loadtest: setup system-deps
+	$(BIN)/tandem loadtest --sessions $(SESSIONS) --duration 60 --out $(OUT)/loadtest-$(SESSIONS).json
 
 # Re-pin the dependency tree from requirements.in (needs the registries).
 lock:

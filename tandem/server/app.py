@@ -123,6 +123,10 @@ async def index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
 
+async def no_content(request: web.Request) -> web.Response:
+    return web.Response(status=204)
+
+
 @web.middleware
 async def security_headers(request: web.Request, handler):  # noqa: ANN001
     resp = await handler(request)
@@ -136,6 +140,7 @@ def make_app(hub: Hub, config: ServerConfig) -> web.Application:
     app[HUB_KEY] = hub
     app[CONFIG_KEY] = config
     app.router.add_get("/", index)
+    app.router.add_get("/favicon.ico", no_content)
     app.router.add_static("/static/", WEB_DIR, show_index=False, follow_symlinks=False)
     app.router.add_get("/api/chat", chat)
     app.router.add_get("/api/status", status)
