@@ -261,3 +261,28 @@ async def test_100_connect_disconnect_cycles_leak_nothing(mode):
     assert threads1 == threads0, (threads0, threads1)
     assert not voicers
     assert fds1 <= fds0 + 2, (fds0, fds1)
+
+
+async def test_all_live_sessions_are_stepped_in_one_front_end_call_per_tick():
+    async with fake_server() as (base, hub, _):
+        inner = hub.backend.front_ends
+        sizes: list[int] = []
+
+        class Counting:
+            name = "counting"
+
+            def open(self, tts):  # noqa: ANN001
+                return inner.open(tts)
+
+            def step_many(self, fes, users, tokens):  # noqa: ANN001
+                sizes.append(len(fes))
+                return inner.step_many(fes, users, tokens)
+
+        hub.backend.front_ends = Counting()
+        clients = [await ProtocolClient(base).connect() for _ in range(3)]
+        await asyncio.gather(*(c.speak(np.zeros(24000, np.float32)) for c in clients))
+        ticks = hub.ticks
+        for c in clients:
+            await c.close()
+    assert sizes.count(3) >= 10, "three live sessions, one call"
+    assert len(sizes) <= ticks
