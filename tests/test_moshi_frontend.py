@@ -192,3 +192,18 @@ def test_pool_serves_sessions_in_slots_and_idle_slots_stand_still(tiny_dir):
         assert pool.open(None).index == b.index
     finally:
         pool.close()
+
+
+def test_tandem_serve_uses_one_pool_for_moshi(tiny_dir):
+    """`tandem serve --front-end moshi` gets the batched pool (one model for every session)."""
+    from tandem.frontends.moshi.pool import MoshiPool
+    from tandem.server.serve import front_end_provider
+
+    provider = front_end_provider("moshi", 2, {"moshi_weights": tiny_dir, "device": "cpu"})
+    try:
+        assert isinstance(provider, MoshiPool) and provider.capacity == 2
+        a, b = provider.open(None), provider.open(None)
+        outs = provider.step_many([a, b], frames(2), [3, a.tokenizer.start_id])
+        assert len(outs) == 2 and all(o.audio.shape == (FRAME_SAMPLES,) for o in outs)
+    finally:
+        provider.close()
