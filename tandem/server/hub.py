@@ -506,9 +506,16 @@ class Hub:
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
         }
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout_s: float = 3.0) -> None:
+        """Close every session (clients get a 0x05 message and a 1001 close) and wait for them to leave."""
         for c in list(self.clients.values()):
             c.abort("server shutting down", code=1001)
+        deadline = time.monotonic() + timeout_s
+        while self._reserved > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for c in list(self.clients.values()):  # did not leave in time: keep what they recorded
+            if c.recorder is not None:
+                c.recorder.close(c.session.timeline)
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,9 +64,16 @@ async def serve_until_stopped(hub: Hub, cfg: ServerConfig, ready=None) -> None: 
           f"at most {hub.config.max_sessions} sessions)", flush=True)
     if ready is not None:
         ready(port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a graceful stop: sessions are closed and recordings written
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
+        print("tandem: stopping", flush=True)
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
         await runner.cleanup()
 
 

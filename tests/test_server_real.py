@@ -1,0 +1,75 @@
+"""`tandem serve` on the real embedded stack (Listener, SmolLM2, hibari, compact front-end), two
+protocol clients with real Opus speaking at the same time, recordings on."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tandem.llm.local_server import free_port
+from tandem.scoring import speech_end_of
+from tandem.server.client import HandshakeError, ProtocolClient
+from tandem.voices import speak
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = [("What is the capital of France?", ("capital", "france")),
+             ("How many legs does a spider have?", ("legs", "spider"))]
+
+
+def test_two_concurrent_sessions_on_the_real_stack(tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tandem", "serve", "--port", str(port), "--max-sessions", "2",
+                               "--record", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    audios = [speak(q, "festival", lead_s=0.5, tail_s=5.0) for q, _ in QUESTIONS]
+
+    async def talk(i: int, c: ProtocolClient) -> float:
+        start = await c.speak(audios[i])
+        await asyncio.sleep(0.5)
+        return start + speech_end_of(audios[i])
+
+    async def main():
+        clients = [await ProtocolClient(base, events=(i == 0)).connect(timeout_s=60) for i in range(2)]
+        with pytest.raises(HandshakeError, match="503"):
+            await ProtocolClient(base).connect()
+        ends = await asyncio.gather(*(talk(i, c) for i, c in enumerate(clients)))
+        for c in clients:
+            await c.close()
+        return clients, ends
+
+    try:
+        assert "serving on" in server.stdout.readline(), server.stderr.read()
+        clients, ends = asyncio.run(main())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with_events, moshi_like = clients
+    got = with_events.got
+    assert not got.errors and not moshi_like.got.errors
+    finals = " ".join(e["text"] for e in got.of_type("final")).lower()
+    assert all(w in finals for w in QUESTIONS[0][1]), finals
+    assert got.of_type("oracle"), "the LLM's answer was fed to the front-end"
+    assert got.of_type("stats")[-1]["deadline_misses"] == 0
+    onset = got.of_type("latency")[0]["onset_s"]
+    assert 0 < onset < 2.0, onset
+    for c, end in zip(clients, ends):
+        assert c.got.texts, "the assistant's words arrive as Moshi text messages"
+        first = c.first_audible_after(end)
+        assert first is not None and first - end < 2.5, "and its voice as Opus audio"
+        assert 0.9 * (len(c.got.pcm()) / 24000) <= len(c.got.audio_t) * 0.08 + 1
+    assert moshi_like.got.events == [] and moshi_like.got.unknown == 0
+    # recordings: stereo, user left, assistant right; the timeline with the session's events
+    wavs = sorted(tmp_path.glob("*.wav"))
+    assert len(wavs) == 2
+    for wav in wavs:
+        data, rate = sf.read(str(wav))
+        assert rate == 24000 and data.shape[1] == 2
+        assert np.max(np.abs(data[:, 0])) > 0.1 and np.max(np.abs(data[:, 1])) > 0.01
+        tl = json.loads(wav.with_name(wav.name.replace(".wav", ".timeline.json")).read_text())
+        assert any(e["kind"] == "final" for e in tl["events"])
