@@ -57,20 +57,30 @@ def env_defaults() -> dict[str, Any]:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    """`tandem train moshi` options (the base checkpoint comes from the moshi front-end options)."""
+    """`tandem train moshi` options (the base checkpoint comes from the moshi front-end options).
+
+    `tandem train` serves every front-end: an option another trainer already defines (--lr, say)
+    is shared rather than defined twice; unset, each trainer applies its own default."""
     add_cli_args(p)
     g = p.add_argument_group("tandem train moshi")
-    g.add_argument("--data", type=Path, default=None, help="training shards directory (default OUT/data; made "
-                   "from synthetic dialogues when it has none)")
-    g.add_argument("--synthesize", type=int, default=None, metavar="N", help="make N synthetic dialogues into --data")
-    g.add_argument("--manifest", type=Path, default=None,
-                   help="JSONL of real two-channel dialogues with word timestamps, made into --data")
-    g.add_argument("--voices", choices=["tts", "tone"], default="tts",
-                   help="how synthetic dialogues are voiced: test voice + hibari, or tones (dry runs)")
-    g.add_argument("--lora", action="store_true", help="train LoRA adapters + the oracle embedding only")
-    g.add_argument("--lora-rank", type=int, default=64)
-    g.add_argument("--lr", type=float, default=None, help="learning rate (default 3e-5, KAME's)")
-    g.add_argument("--batch-size", type=int, default=None)
-    g.add_argument("--frames", type=int, default=None, help="window length in 80 ms frames (default 250)")
-    g.add_argument("--gradient-checkpointing", action="store_true",
-                   help="recompute activations in the backward pass (less GPU memory, about 30%% slower)")
+
+    def opt(*names: str, **kw: Any) -> None:
+        try:
+            g.add_argument(*names, **kw)
+        except argparse.ArgumentError:
+            pass  # already defined by another front-end's trainer: shared
+
+    opt("--data", type=Path, default=None, help="training shards directory (default OUT/data; made "
+        "from synthetic dialogues when it has none)")
+    opt("--synthesize", type=int, default=None, metavar="N", help="make N synthetic dialogues into --data")
+    opt("--manifest", type=Path, default=None,
+        help="JSONL of real two-channel dialogues with word timestamps, made into --data")
+    opt("--voices", choices=["tts", "tone"], default="tts",
+        help="how synthetic dialogues are voiced: test voice + hibari, or tones (dry runs)")
+    opt("--lora", action="store_true", help="moshi: train LoRA adapters + the oracle embedding only")
+    opt("--lora-rank", type=int, default=64)
+    opt("--lr", type=float, default=None, help="learning rate (moshi default 3e-5, KAME's)")
+    opt("--batch-size", type=int, default=None)
+    opt("--frames", type=int, default=None, help="moshi: window length in 80 ms frames (default 250)")
+    opt("--gradient-checkpointing", action="store_true",
+        help="moshi: recompute activations in the backward pass (less GPU memory, about 30%% slower)")
