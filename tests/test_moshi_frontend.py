@@ -207,3 +207,38 @@ def test_tandem_serve_uses_one_pool_for_moshi(tiny_dir):
         assert len(outs) == 2 and all(o.audio.shape == (FRAME_SAMPLES,) for o in outs)
     finally:
         provider.close()
+
+
+def test_moshi_options_reach_commands_that_build_by_name(tiny_dir, monkeypatch):
+    """`tandem bench` builds front-ends by name only: its --moshi-* options travel as TANDEM_MOSHI_*."""
+    import argparse
+
+    from tandem.frontends.moshi import _cache, make_front_end
+    from tandem.frontends.moshi.options import ENV, add_cli_args, env_defaults, export_env, kwargs_from_args
+
+    p = argparse.ArgumentParser()
+    add_cli_args(p)
+    args = p.parse_args(["--moshi-weights", str(tiny_dir), "--moshi-device", "cpu", "--moshi-seed", "4"])
+    assert kwargs_from_args(args) == {"moshi_weights": tiny_dir, "device": "cpu", "seed": 4}
+    for v in ENV.values():
+        monkeypatch.delenv(v, raising=False)
+    export_env(args)
+    try:
+        assert env_defaults() == {"moshi_weights": str(tiny_dir), "device": "cpu", "seed": 4}
+        _cache.clear()
+        fe = make_front_end(tts=None)
+        assert fe.seed == 4 and fe.bundle.device.type == "cpu"
+    finally:
+        for v in ENV.values():
+            os.environ.pop(v, None)
+
+
+def test_run_without_weights_fails_with_one_line(tmp_path, capsys, spoken_question):
+    from tandem.audio import write_mono
+    from tandem.cli import main
+
+    wav = tmp_path / "q.wav"
+    write_mono(wav, spoken_question)
+    rc = main(["run", str(wav), "--mode", "frontend", "--front-end", "moshi", "--moshi-weights", str(tmp_path / "none")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "huggingface-cli download" in err[0]

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -195,11 +195,3 @@ def _frame(audio: np.ndarray) -> np.ndarray:
         raise ValueError(f"a user frame is {FRAME_SAMPLES} samples at 24 kHz, got {a.shape[0]}")
     return a
 
-
-def iter_frames(audio: np.ndarray) -> Iterator[np.ndarray]:
-    """Whole 80 ms frames of a 24 kHz signal (the tail is zero-padded)."""
-    n = -(-len(audio) // FRAME_SAMPLES)
-    padded = np.zeros(n * FRAME_SAMPLES, np.float32)
-    padded[: len(audio)] = audio
-    for k in range(n):
-        yield padded[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]
