@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--tiny", action="store_true", help="a tiny model and batch, for tests")
     t.add_argument("--max-steps", type=int, default=100_000)
+    t.add_argument("--init", type=Path, default=None,
+                   help="continue training from this checkpoint (keeps its tokenizer) instead of from scratch")
+    t.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3; 1e-3 with --init)")
     t.add_argument("--steps", type=int, default=None,
                    help="plan the learning-rate schedule over this many steps (default: as many as the time "
                         "budget allows, estimated from the first steps; a busy machine then trains less)")
@@ -198,7 +201,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .frontends.compact.train import TrainConfig, train
 
     out = args.out or Path(__file__).parent / "frontends" / "compact" / "assets"
-    cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, steps=args.steps)
+    cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, steps=args.steps, init=args.init,
+                      lr=args.lr or (1e-3 if args.init else 3e-3), warmup=50 if args.init else 150)
     if args.tiny:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
                           model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),

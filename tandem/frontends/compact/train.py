@@ -32,6 +32,7 @@ class TrainConfig:
     minutes: float = 45.0
     max_steps: int = 100_000
     steps: int | None = None  # plan the schedule over this many steps instead of over the time budget
+    init: Path | None = None  # continue from this checkpoint (its tokenizer and weights) instead of from scratch
     batch: int = 24
     seq: int = 256
     lr: float = 3e-3
@@ -126,10 +127,18 @@ def save_checkpoint(path: Path, model: CompactLM, tok: CompactTokenizer, meta: d
     torch.save({"config": model.c.to_dict(), "state": state, "tokenizer": tok.proto, "meta": meta}, path)
 
 
-def load_checkpoint(path: Path) -> tuple[CompactLM, CompactTokenizer, dict]:
+def load_checkpoint(path: Path, pointer_follow: bool | None = None) -> tuple[CompactLM, CompactTokenizer, dict]:
+    """`pointer_follow=True` turns the pointer bonus on for a checkpoint trained without it (to
+    continue training it); its two weights start at their initial values."""
     ck = torch.load(path, map_location="cpu", weights_only=False)
-    model = CompactLM(CompactConfig(**ck["config"]))
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["state"].items()})
+    config = CompactConfig(**ck["config"])
+    if pointer_follow is not None:
+        config = replace(config, pointer_follow=pointer_follow)
+    model = CompactLM(config)
+    state = {k: v.float() if v.is_floating_point() else v for k, v in ck["state"].items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"follow_w"}:
+        raise ValueError(f"{path}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
     return model.eval(), CompactTokenizer(ck["tokenizer"]), ck.get("meta", {})
 
 
@@ -142,8 +151,12 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     t0 = time.time()
-    tok = train_tokenizer(random.Random(cfg.seed + 1), cfg.model.vocab)
-    model = CompactLM(replace(cfg.model, vocab=tok.vocab_size))
+    if cfg.init is not None:
+        model, tok, init_meta = load_checkpoint(cfg.init, pointer_follow=cfg.model.pointer_follow)
+    else:
+        tok = train_tokenizer(random.Random(cfg.seed + 1), cfg.model.vocab)
+        model = CompactLM(replace(cfg.model, vocab=tok.vocab_size))
+        init_meta = None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.05, betas=(0.9, 0.98))
     eval_rng = random.Random(cfg.seed + 2)
     eval_batches = [make_batch(eval_rng, tok, cfg.batch, cfg.seq, heldout=True) for _ in range(cfg.eval_batches)]
@@ -185,7 +198,9 @@ def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
         if step >= est_steps:
             break
     bar.close()
-    meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "seed": cfg.seed, "config": asdict(cfg),
+    meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "seed": cfg.seed,
+            "config": {**asdict(cfg), "init": str(cfg.init) if cfg.init else None},
+            "init_meta": init_meta,
             "final_heldout_loss": history["eval"][-1] if history["eval"] else None,
             "params": sum(p.numel() for p in model.parameters())}
     save_checkpoint(out / "compact.pt", model, tok, meta)
