@@ -47,3 +47,24 @@ def test_training_is_reproducible_with_a_seed(tmp_path):
     a = json.loads((tmp_path / "a" / "history.json").read_text())["train"]
     b = json.loads((tmp_path / "b" / "history.json").read_text())["train"]
     assert a == b
+
+
+def test_continuing_from_a_checkpoint_keeps_its_tokenizer_and_weights(tmp_path):
+    torch.set_num_threads(1)
+    train(tiny_cfg(3), tmp_path / "a", progress=False)
+    base, tok, _ = load_checkpoint(tmp_path / "a" / "compact.pt")
+    cfg = tiny_cfg(2)
+    cfg.init = tmp_path / "a" / "compact.pt"
+    meta = train(cfg, tmp_path / "b", progress=False)
+    cont, tok2, m = load_checkpoint(tmp_path / "b" / "compact.pt")
+    assert tok2.proto == tok.proto
+    assert m["init_meta"]["steps"] == 3 and meta["steps"] == 2
+    assert cont.c == base.c
+
+
+def test_an_old_checkpoint_gains_the_pointer_bonus_when_asked(tmp_path):
+    cfg = tiny_cfg(1)
+    cfg.model = CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=False)
+    train(cfg, tmp_path, progress=False)
+    m, _, _ = load_checkpoint(tmp_path / "compact.pt", pointer_follow=True)
+    assert m.c.pointer_follow and m.follow_w.shape == (2,)
