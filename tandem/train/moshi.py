@@ -128,6 +128,7 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
     from moshi.models.loaders import _lm_kwargs as moshi_7b_kwargs
 
     from ..frontends.moshi import checkpoint
+    from ..frontends.moshi._deps import compile_guard
     from ..frontends.moshi.model import load_lm
     from ..frontends.moshi.tokenizer import MoshiTokenizer
 
@@ -158,6 +159,8 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
 
         bar = tqdm(total=cfg.max_steps, desc="train moshi", unit="step")
     step = 0
+    guard = compile_guard(device)
+    guard.__enter__()
     try:
         while step < cfg.max_steps and time.time() - t0 < cfg.minutes * 60:
             codes, oracle = sample_batch(rng, examples, cfg.batch, cfg.frames, tok.pad_id)
@@ -173,6 +176,7 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
                 if step % cfg.log_every == 0:
                     bar.set_postfix(loss=f"{parts['loss']:.3f}")
     finally:
+        guard.__exit__(None, None, None)
         if bar is not None:
             bar.close()
     model.eval()
@@ -194,6 +198,7 @@ def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, de
     encoded with the checkpoint's own Mimi and tokenizer."""
     from moshi.models.loaders import get_mimi
 
+    from ..frontends.moshi._deps import compile_guard
     from ..frontends.moshi.tokenizer import MoshiTokenizer
     from .kame_oracles import OracleRecipe
     from .moshi_data import build_example, read_manifest, synthetic_dialogues, write_shards
@@ -208,8 +213,9 @@ def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, de
     dialogues = read_manifest(manifest) if manifest else synthetic_dialogues(n, seed, renderer)
     recipe = recipe or OracleRecipe()
     examples = (build_example(d, mimi, tok, dep_q, rng, recipe) for d in dialogues)
-    write_shards(out_dir, examples, meta={"source": str(manifest) if manifest else f"synthetic n={n} seed={seed}",
-                                          "base": files.source, "recipe": asdict(recipe)})
+    with compile_guard(device):
+        write_shards(out_dir, examples, meta={"source": str(manifest) if manifest else f"synthetic n={n} seed={seed}",
+                                              "base": files.source, "recipe": asdict(recipe)})
     return out_dir
 
 

@@ -6,6 +6,8 @@ when the moshi front-end is actually asked for.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ...errors import FrontEndUnavailable
 
 MOSHI_VERSION = "0.2.13"
@@ -23,3 +25,15 @@ def require_moshi() -> None:
         import moshi.models  # noqa: F401
     except ModuleNotFoundError as e:
         raise FrontEndUnavailable(f"the moshi front-end needs the Python package {e.name!r}; {INSTALL_HINT}") from e
+
+
+def compile_guard(device: object) -> contextlib.AbstractContextManager:
+    """moshi compiles a few kernels with torch.compile on first use: on a GPU that pays off; on a CPU
+    it costs seconds and compiler worker processes for nothing at these sizes, so it is turned off."""
+    import torch
+
+    if torch.device(device).type == "cuda":  # type: ignore[arg-type]
+        return contextlib.nullcontext()
+    from moshi.utils.compile import no_compile
+
+    return no_compile()

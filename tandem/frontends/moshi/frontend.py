@@ -21,6 +21,7 @@ import torch
 
 from ...audio import FRAME_SAMPLES
 from ...frontend import FrontEndOutput, UserFrame
+from ._deps import compile_guard
 from .bundle import MoshiBundle
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,7 @@ class MoshiFrontEnd:
 
     # -- streaming state ----------------------------------------------------------------------------
     def _compile_guard(self) -> contextlib.AbstractContextManager:
-        # torch.compile on a CPU costs seconds on the first step and gains nothing at these sizes
-        if self.bundle.device.type == "cuda":
-            return contextlib.nullcontext()
-        from moshi.utils.compile import no_compile
-
-        return no_compile()
+        return compile_guard(self.bundle.device)
 
     def _ensure_streaming(self) -> None:
         if self._stack is not None:
