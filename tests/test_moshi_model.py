@@ -229,3 +229,26 @@ def test_hub_unreachable_says_how_to_get_the_weights(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
     with pytest.raises(FrontEndUnavailable, match="could not fetch model.safetensors.*SakanaAI/kame.*--moshi-weights"):
         checkpoint.resolve(hf_repo=None)
+
+
+def test_a_config_moshi_does_not_understand_is_one_clear_error(tiny_dir, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_dir, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["no_such_argument"] = 1
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(FrontEndUnavailable, match="does not fit moshi"):
+        load_bundle(checkpoint.from_dir(bad))
+
+
+def test_checkpoint_sampling_defaults_apply(tiny_dir, tmp_path):
+    from tandem.frontends.moshi import _cache, make_front_end
+
+    d = tmp_path / "gen"
+    shutil.copytree(tiny_dir, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["lm_gen_config"] = {"temp": 0.6, "top_k": 100, "cfg_coef": 1.0}
+    (d / "config.json").write_text(json.dumps(cfg))
+    _cache.clear()
+    fe = make_front_end(moshi_weights=d, device="cpu", temp_text=0.5)
+    assert (fe.sampling.temp, fe.sampling.top_k, fe.sampling.temp_text) == (0.6, 100, 0.5)

@@ -48,7 +48,10 @@ def make_front_end(moshi_weights: str | Path | None = None, hf_repo: str | None 
     moshi_weights = moshi_weights or checkpoint or env.get("moshi_weights")
     seed = seed if seed is not None else env.get("seed")
     bundle = load(moshi_weights, hf_repo or env.get("hf_repo"), device or env.get("device"), dtype or env.get("dtype"))
-    return MoshiFrontEnd(bundle, batch_size=batch_size, sampling=Sampling(**sampling), seed=seed)
+    # the checkpoint's own sampling defaults (moshi's lm_gen_config), then what the caller asked for
+    known = set(Sampling.__dataclass_fields__)
+    defaults = {k: v for k, v in bundle.files.lm_gen_config.items() if k in known}
+    return MoshiFrontEnd(bundle, batch_size=batch_size, sampling=Sampling(**{**defaults, **sampling}), seed=seed)
 
 
 register("moshi", make_front_end)

@@ -41,6 +41,9 @@ def load_bundle(files: CheckpointFiles, device: str = "cpu", dtype: str | torch.
     lm_kwargs = files.lm_kwargs if files.lm_kwargs is not None else dict(moshi_7b_kwargs)
     try:
         lm, backfilled = load_lm(files.lm, lm_kwargs, device=dev, dtype=dt)
+    except TypeError as e:  # config.json names an argument this moshi's LMModel does not take
+        raise FrontEndUnavailable(f"the LM config of {files.source} does not fit moshi {_moshi_version()}'s "
+                                  f"LMModel ({e}); is it a Moshi/KAME checkpoint?") from e
     except (ValueError, KeyError, OSError) as e:
         raise FrontEndUnavailable(f"cannot load the LM weights {files.lm}: {e}; {how_to_get()}") from e
     if backfilled:
@@ -59,3 +62,9 @@ def load_bundle(files: CheckpointFiles, device: str = "cpu", dtype: str | torch.
         raise FrontEndUnavailable(f"tokenizer {files.tokenizer} has {tok.vocab_size} pieces but the LM's text "
                                   f"vocabulary is {lm.text_card}: they are not from the same checkpoint")
     return MoshiBundle(lm, mimi, tok, files, backfilled, dev, dt)
+
+
+def _moshi_version() -> str:
+    import moshi
+
+    return getattr(moshi, "__version__", "?")
