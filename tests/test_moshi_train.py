@@ -192,3 +192,47 @@ def test_synthetic_dialogue_render_keeps_the_word_times():
         seg = d.user[int(w.start * 24000):int(w.end * 24000)]
         assert np.abs(seg).max() > 0.05
     assert d.assistant_words[0].start > d.turns[0].end
+
+
+def test_real_dialogues_from_a_manifest(tiny_dir, tmp_path):
+    """Stereo file + word timestamps -> the same example layout as synthetic dialogues."""
+    import json
+
+    import soundfile as sf
+
+    from tandem.frontends.moshi.tiny import tiny_mimi
+    from tandem.frontends.moshi.tokenizer import MoshiTokenizer
+    from tandem.train.moshi_data import read_manifest
+
+    sr = 16000  # any rate: resampled to 24 kHz
+    t = np.arange(4 * sr) / sr
+    user = np.where(t < 1.5, 0.3 * np.sin(2 * np.pi * 200 * t), 0)
+    asst = np.where((t > 2.0) & (t < 3.5), 0.3 * np.sin(2 * np.pi * 300 * t), 0)
+    sf.write(tmp_path / "d.wav", np.stack([asst, user], 1).astype(np.float32), sr)
+    rec = {"audio": "d.wav", "user_channel": 1,
+           "user_words": [["what", 0.2, 0.6], ["time", 0.7, 1.4]],
+           "assistant_words": [["it", 2.0, 2.2], ["is", 2.3, 2.5], ["noon", 2.6, 3.4]]}
+    (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n")
+    (d,) = list(read_manifest(tmp_path / "m.jsonl"))
+    assert len(d.user) == 4 * 24000 and np.abs(d.user[: 24000]).max() > 0.2 and np.abs(d.user[60000:]).max() < 1e-3
+    assert d.turns[0].reply == "it is noon"
+    tok = MoshiTokenizer(tiny_dir / "tokenizer.model", start_id=VOCAB)
+    ex = build_example(d, tiny_mimi(), tok, 3, random.Random(0))
+    assert ex["codes"].shape == (7, 50) and ex["oracle"].shape == (50,)
+    assert ex["codes"][0, 25] not in (0, 3), "the assistant's first word starts at frame int(2.0 * 12.5)"
+    assert (ex["oracle"] == VOCAB).any()
+
+
+def test_voice_renderer_fits_each_word_into_its_slot():
+    from tandem.train.moshi_data import VoiceRenderer
+
+    class Tone:
+        def synthesize(self, text):
+            return np.full(24000, 0.1, np.float32)  # 1 s, longer than any slot
+
+    r = VoiceRenderer(user_voice="flite", assistant_tts=Tone())
+    a = r.render("capital", 0.3, "assistant")
+    assert len(a) == int(0.3 * 24000)
+    u = r.render("Paris?", 0.5, "user")
+    assert 0 < len(u) <= int(0.5 * 24000) and np.abs(u).max() > 0.01
+    assert r.render("paris", 0.5, "user") is not None and len(r._cache) == 2  # cached by cleaned word
