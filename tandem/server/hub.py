@@ -474,11 +474,20 @@ class Hub:
                     c.abort(f"internal error in the front-end: {type(e).__name__}", code=1011)
                     st.audio = np.zeros(FRAME_SAMPLES, np.float32)
         p2 = time.perf_counter()
+        # every session's step is complete (and timed) before any output is encoded and queued, so
+        # one session's step time does not include the Opus encoding of the sessions before it
+        done: list[tuple[Client, np.ndarray, LiveStep]] = []
         for c, frame, st in steps:
             if c.closing:
                 continue
             try:
                 c.session.live_post(st, st.audio, st.texts)
+                done.append((c, frame, st))
+            except Exception as e:  # noqa: BLE001
+                log.exception("session %s failed", c.sid)
+                c.abort(f"internal error: {type(e).__name__}", code=1011)
+        for c, frame, st in done:
+            try:
                 c.output(st.audio, st.texts)
                 if c.recorder is not None:
                     c.recorder.frame(frame, st.audio, c.session.timeline)
