@@ -286,3 +286,17 @@ async def test_all_live_sessions_are_stepped_in_one_front_end_call_per_tick():
             await c.close()
     assert sizes.count(3) >= 10, "three live sessions, one call"
     assert len(sizes) <= ticks
+
+
+async def test_load_generator_reports_onsets_and_frame_health_per_session():
+    from tandem.server.loadtest import run_clients, summarize
+
+    async with fake_server(max_sessions=3) as (base, _, _):
+        reports, status = await run_clients(base, 3, 5.0, [question(tail_s=1.5)], stagger_s=0.2)
+    s = summarize(reports, status)
+    assert s["sessions"] == 3 and s["turns"] >= 3 and s["unanswered"] == 0 and s["errors"] == 0
+    assert all(r.onsets_client_s and r.onsets_server_s for r in reports)
+    assert 0.3 < s["onset_server_median_s"] < 1.2 and 0.3 < s["onset_client_median_s"] < 1.5
+    assert s["deadline_misses"] == 0 and s["frames"] > 60
+    assert status["sessions_total"] == 3
+    assert all(r.said.split()[:4] == ["The", "answer", "is", "Paris."] for r in reports)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import statistics
@@ -140,6 +141,44 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
     }
 
 
+class CpuMeter:
+    """CPU use during the run: this load test and the server (with its Listener and LLM processes)
+    against everything else on the machine, so a figure taken on a busy machine says so."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        import psutil
+
+        self.psutil = psutil
+        self.pids = [os.getpid()] + ([server_pid] if server_pid else [])
+        self.t0 = time.monotonic()
+        self.sys0 = self._busy_total()
+        self.own0 = self._own()
+
+    def _busy_total(self) -> float:
+        c = self.psutil.cpu_times()
+        return c.user + c.nice + c.system + getattr(c, "irq", 0.0) + getattr(c, "softirq", 0.0) + getattr(c, "steal", 0.0)
+
+    def _own(self) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for pid in self.pids:
+            try:
+                root = self.psutil.Process(pid)
+                for proc in [root] + root.children(recursive=True):
+                    t = proc.cpu_times()
+                    out[proc.pid] = t.user + t.system
+            except self.psutil.Error:
+                pass
+        return out
+
+    def report(self) -> dict[str, float]:
+        wall = time.monotonic() - self.t0
+        own1 = self._own()
+        own = sum(v - self.own0.get(pid, 0.0) for pid, v in own1.items())
+        total = self._busy_total() - self.sys0
+        return {"wall_s": round(wall, 1), "cores": self.psutil.cpu_count(),
+                "ours_cores": round(own / wall, 2), "others_cores": round(max(0.0, total - own) / wall, 2)}
+
+
 def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa: ANN001
     from ..llm.local_server import free_port
 
@@ -178,7 +217,9 @@ def run_loadtest(args) -> int:  # noqa: ANN001
     try:
         if url is None:
             proc, url = _spawn_server(args, args.sessions)
+        meter = CpuMeter(proc.pid if proc else None)
         reports, status = asyncio.run(run_clients(url, args.sessions, args.duration, audios, args.token))
+        cpu = meter.report()
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
@@ -187,6 +228,7 @@ def run_loadtest(args) -> int:  # noqa: ANN001
             except subprocess.TimeoutExpired:
                 proc.kill()
     summary = summarize(reports, status)
+    summary["cpu"] = cpu
     print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'misses':>6} "
           f"{'late p99':>8} {'underruns':>9} {'errors':>6}")
     for r in reports:
@@ -195,6 +237,9 @@ def run_loadtest(args) -> int:  # noqa: ANN001
         print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
               f"{r.underruns:>9} {len(r.errors):>6}")
     print(json.dumps({k: v for k, v in summary.items() if k != "server"}))
+    if cpu["others_cores"] > 0.25:
+        print(f"note: other work used {cpu['others_cores']} of {cpu['cores']} cores during the run; "
+              f"capacity figures from a busy machine are pessimistic", file=sys.stderr)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"summary": summary, "sessions": [asdict(r) for r in reports],
