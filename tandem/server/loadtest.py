@@ -149,7 +149,7 @@ class CpuMeter:
         import psutil
 
         self.psutil = psutil
-        self.pids = [os.getpid()] + ([server_pid] if server_pid else [])
+        self.pids = ([server_pid] if server_pid else []) + [os.getpid()]  # the server's tree first: it is also ours
         self.t0 = time.monotonic()
         self.sys0 = self._busy_total()
         self.own0 = self._own()
@@ -160,23 +160,47 @@ class CpuMeter:
 
     def _own(self) -> dict[int, float]:
         out: dict[int, float] = {}
+        self.roles: dict[int, str] = getattr(self, "roles", {})
         for pid in self.pids:
             try:
                 root = self.psutil.Process(pid)
                 for proc in [root] + root.children(recursive=True):
                     t = proc.cpu_times()
                     out[proc.pid] = t.user + t.system
+                    if proc.pid not in self.roles:
+                        self.roles[proc.pid] = self._role(proc, pid == os.getpid(), proc.pid == pid)
             except self.psutil.Error:
                 pass
         return out
+
+    @staticmethod
+    def _role(proc, is_loadtest: bool, is_root: bool) -> str:  # noqa: ANN001
+        if is_loadtest and is_root:
+            return "clients"
+        if is_root:
+            return "server"
+        try:
+            cmd = " ".join(proc.cmdline())
+        except Exception:  # noqa: BLE001 - gone already
+            return "other"
+        if "llama_cpp" in cmd:
+            return "llm"
+        if "multiprocessing" in cmd:
+            return "listener"
+        return "voices" if is_loadtest else "other"
 
     def report(self) -> dict[str, float]:
         wall = time.monotonic() - self.t0
         own1 = self._own()
         own = sum(v - self.own0.get(pid, 0.0) for pid, v in own1.items())
         total = self._busy_total() - self.sys0
+        by_role: dict[str, float] = {}
+        for pid, v in own1.items():
+            role = self.roles.get(pid, "other")
+            by_role[role] = by_role.get(role, 0.0) + (v - self.own0.get(pid, 0.0)) / wall
         return {"wall_s": round(wall, 1), "cores": self.psutil.cpu_count(),
-                "ours_cores": round(own / wall, 2), "others_cores": round(max(0.0, total - own) / wall, 2)}
+                "ours_cores": round(own / wall, 2), "others_cores": round(max(0.0, total - own) / wall, 2),
+                "ours_by_role": {k: round(v, 2) for k, v in sorted(by_role.items())}}
 
 
 def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa: ANN001
