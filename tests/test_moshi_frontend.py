@@ -242,3 +242,27 @@ def test_run_without_weights_fails_with_one_line(tmp_path, capsys, spoken_questi
     rc = main(["run", str(wav), "--mode", "frontend", "--front-end", "moshi", "--moshi-weights", str(tmp_path / "none")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "huggingface-cli download" in err[0]
+
+
+def test_pool_a_session_opened_but_not_yet_stepped_does_not_move(tiny_dir):
+    """moshi's reset re-enables a slot's exec mask; the pool must still hold an idle new slot still."""
+    from tandem.frontends.moshi import _cache
+    from tandem.frontends.moshi.pool import MoshiPool
+
+    _cache.clear()
+    us = frames(5, seed=4)
+    pool = MoshiPool(2, moshi_weights=tiny_dir, device="cpu", use_sampling=False)
+    try:
+        a = pool.open(None)
+        ref = [a.step(u, 3) for u in us]  # what a fresh session says to `us`
+        a.close()
+        a = pool.open(None)
+        b = pool.open(None)  # b opens, then waits three ticks while a talks
+        for u in frames(3, seed=8):
+            pool.step_many([a], [u], [3])
+        got = [b.step(u, 3) for u in us]
+        for r, g in zip(ref, got):
+            np.testing.assert_allclose(g.audio, r.audio, atol=1e-5)
+            assert g.text == r.text
+    finally:
+        pool.close()

@@ -11,7 +11,6 @@ frame whose audio it belongs to.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +22,6 @@ from ...audio import FRAME_SAMPLES
 from ...frontend import FrontEndOutput, UserFrame
 from ._deps import compile_guard
 from .bundle import MoshiBundle
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class Sampling:
@@ -96,6 +92,7 @@ class MoshiFrontEnd:
         self._ensure_streaming()
         self.bundle.mimi.reset_streaming()
         self.gen.reset_streaming()
+        self._mask = {"mimi": (True,) * self.batch_size, "lm": (True,) * self.batch_size}  # a reset runs all
         self._oracle.fill_(self.tokenizer.pad_id)
         self.frame = 0
         self.fed_oracle.clear()
@@ -108,6 +105,9 @@ class MoshiFrontEnd:
         mask[i] = True
         self.bundle.mimi.reset_streaming(mask)
         self.gen.reset_streaming(mask)
+        # moshi's reset also switches the slot's exec mask back on: keep our record of the masks true
+        for k, m in self._mask.items():
+            self._mask[k] = tuple(True if j == i else on for j, on in enumerate(m))
 
     def close(self) -> None:
         if self._stack is not None:
