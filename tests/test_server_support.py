@@ -142,3 +142,22 @@ def wait_until(pred, timeout_s: float = 5.0) -> bool:  # noqa: ANN001
             return True
         time.sleep(0.02)
     return pred()
+
+
+def test_turn_latency_is_measured_even_when_the_assistant_starts_before_the_end_of_speech_event():
+    from tandem.server.hub import _TurnLatency
+
+    lat = _TurnLatency()
+    assert lat.on({"kind": "vad_start", "t": 0.5, "audio_s": 0.4}) is None
+    # the front-end takes its turn 0.3 s after the speech ended, before the 400 ms endpoint event arrives
+    assert lat.on({"kind": "assistant_audio_start", "t": 2.3}) is None
+    out = lat.on({"kind": "vad_end", "t": 2.5, "audio_s": 2.0})
+    assert out == {"type": "latency", "speech_end_s": 2.0, "onset_s": 0.3}
+    # a later stretch of speech in the same answer is not a new turn
+    assert lat.on({"kind": "assistant_audio_start", "t": 4.0}) is None
+    # next turn, answered after its final transcript
+    lat.on({"kind": "vad_start", "t": 6.0, "audio_s": 5.9})
+    lat.on({"kind": "vad_end", "t": 8.0, "audio_s": 7.5})
+    lat.on({"kind": "final", "t": 8.1, "text": "x"})
+    assert lat.on({"kind": "assistant_audio_start", "t": 8.4}) == {
+        "type": "latency", "speech_end_s": 7.5, "onset_s": 0.9, "final_s": 0.6}
