@@ -38,11 +38,15 @@ class MoshiFrontEnd:
     name = "moshi"
 
     def __init__(self, bundle: MoshiBundle, batch_size: int = 1, sampling: Sampling | None = None,
-                 seed: int | None = None, history: int = 4096) -> None:
+                 seed: int | None = None, history: int = 4096, cpu_threads: int | None = 1) -> None:
         from moshi.models import LMGen
 
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if bundle.device.type == "cpu" and cpu_threads:
+            # as the compact front-end does: the frame loop shares the CPU with the Listener process,
+            # and torch's thread pool spinning on every core makes each step slower, not faster
+            torch.set_num_threads(cpu_threads)
         self.bundle = bundle
         self.tokenizer = bundle.tokenizer
         self.batch_size = batch_size
