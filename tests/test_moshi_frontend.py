@@ -266,3 +266,26 @@ def test_pool_a_session_opened_but_not_yet_stepped_does_not_move(tiny_dir):
             assert g.text == r.text
     finally:
         pool.close()
+
+
+def test_an_oracle_changes_the_output_from_its_frame_on_never_before(bundle):
+    """Greedy decoding, same audio: an oracle fed at frame 5 leaves frames 0-4 untouched and changes
+    what follows (the acoustic codebooks of the frame returned at step 5 are sampled at step 5)."""
+    greedy = Sampling(use_sampling=False)
+    us = frames(12, seed=6)
+    runs = []
+    for oracle in (None, [40, 41, 42, 43]):
+        s = OracleStream(bundle.tokenizer.start_id, bundle.tokenizer.pad_id, KamePolicy())
+        with MoshiFrontEnd(bundle, sampling=greedy) as fe:
+            fe.reset()
+            outs = []
+            for k, u in enumerate(us):
+                if oracle and k == 5:
+                    s.reset(k)
+                    s.append(oracle, k)
+                outs.append(fe.step(u, s.token(k)))
+        runs.append(outs)
+    plain, fed = runs
+    for k in range(5):
+        assert np.array_equal(plain[k].audio, fed[k].audio) and plain[k].text == fed[k].text, k
+    assert any(not np.allclose(p.audio, f.audio) for p, f in zip(plain[5:], fed[5:]))
