@@ -236,3 +236,14 @@ def test_voice_renderer_fits_each_word_into_its_slot():
     u = r.render("Paris?", 0.5, "user")
     assert 0 < len(u) <= int(0.5 * 24000) and np.abs(u).max() > 0.01
     assert r.render("paris", 0.5, "user") is not None and len(r._cache) == 2  # cached by cleaned word
+
+
+def test_mixed_precision_lora_keeps_fp32_adapters_over_a_bf16_base(tiny_dir, shards, tmp_path):
+    files = checkpoint.from_dir(tiny_dir)
+    cfg = MoshiTrainConfig(lr=3e-3, max_steps=20, batch=2, frames=40, seed=0, lora=True, lora_rank=4,
+                           mixed_precision=True)
+    meta = train(files, read_shards(shards), cfg, tmp_path / "mp", dtype="bf16", progress=False)
+    assert meta["last_loss"] < 0.8 * meta["first_loss"], meta
+    assert meta["trainable_dtypes"] == ["torch.float32"] and meta["frozen_dtypes"] == ["torch.bfloat16"]
+    b = load_bundle(checkpoint.from_dir(tmp_path / "mp"))
+    assert torch.isfinite(b.lm.oracle_emb.weight).all()

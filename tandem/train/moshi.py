@@ -10,6 +10,7 @@ Checkpoints are written merged, in the layout `--moshi-weights` loads.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -43,6 +44,9 @@ class MoshiTrainConfig:
     seed: int = 0
     log_every: int = 10
     gradient_checkpointing: bool = False
+    # fp32 trainable weights (and optimizer state), bf16 compute under autocast. Pure bf16 AdamW loses
+    # updates smaller than bf16's resolution, which at lr 3e-5 is most of them.
+    mixed_precision: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -137,6 +141,8 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     dt = checkpoint.parse_dtype(dtype, device)
+    if cfg.mixed_precision and not cfg.lora:
+        dt = torch.float32  # full fine-tuning: every weight is trained, so every weight is fp32
     lm_kwargs = files.lm_kwargs if files.lm_kwargs is not None else dict(moshi_7b_kwargs)
     kwargs = {**lm_kwargs, "gradient_checkpointing": cfg.gradient_checkpointing} if cfg.gradient_checkpointing \
         else lm_kwargs
@@ -150,6 +156,12 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
         n_train = sum(p.numel() for p in model.parameters())
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.mixed_precision:
+        for p in params:  # LoRA: frozen base stays in its dtype, adapters and oracle embedding in fp32
+            p.data = p.data.float()
+    dev_type = torch.device(device).type
+    autocast = (lambda: torch.autocast(device_type=dev_type, dtype=torch.bfloat16)) if cfg.mixed_precision \
+        else contextlib.nullcontext
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
     history: list[dict[str, float]] = []
     t0 = time.time()
@@ -164,7 +176,8 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
     try:
         while step < cfg.max_steps and time.time() - t0 < cfg.minutes * 60:
             codes, oracle = sample_batch(rng, examples, cfg.batch, cfg.frames, tok.pad_id)
-            loss, parts = kame_loss(model, codes.to(device), oracle.to(device), cfg, tok.pad_id, tok.end_pad_id)
+            with autocast():
+                loss, parts = kame_loss(model, codes.to(device), oracle.to(device), cfg, tok.pad_id, tok.end_pad_id)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
@@ -182,6 +195,8 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
     model.eval()
     state = merged_state_dict(model) if cfg.lora else model.state_dict()
     meta = {"steps": step, "minutes": round((time.time() - t0) / 60, 2), "trainable_params": n_train,
+            "trainable_dtypes": sorted({str(p.dtype) for p in params}),
+            "frozen_dtypes": sorted({str(p.dtype) for p in model.parameters() if not p.requires_grad}),
             "base": files.source, "base_had_oracle": not backfilled, "config": asdict(cfg),
             "first_loss": history[0]["loss"] if history else None,
             "last_loss": float(np.mean([h["loss"] for h in history[-10:]])) if history else None}
@@ -249,7 +264,8 @@ def run_cli(args: Any) -> int:
                            minutes=args.minutes, batch=args.batch_size or (2 if args.tiny else 4),
                            frames=args.frames or (40 if args.tiny else 250), lora=args.lora,
                            lora_rank=args.lora_rank, seed=args.seed,
-                           gradient_checkpointing=args.gradient_checkpointing)
+                           gradient_checkpointing=args.gradient_checkpointing,
+                           mixed_precision=args.mixed_precision)
     meta = train(files, examples, cfg, out / "checkpoint", device=device, dtype=args.moshi_dtype)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min ({meta['trainable_params']:,} trainable parameters); "
           f"loss {meta['first_loss']:.3f} -> {meta['last_loss']:.3f}; "

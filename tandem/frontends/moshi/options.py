@@ -84,3 +84,6 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     opt("--frames", type=int, default=None, help="moshi: window length in 80 ms frames (default 250)")
     opt("--gradient-checkpointing", action="store_true",
         help="moshi: recompute activations in the backward pass (less GPU memory, about 30%% slower)")
+    opt("--mixed-precision", action="store_true",
+        help="moshi: trained weights and optimizer state in fp32, compute in bf16 (with --lora the frozen "
+             "base stays bf16; without, the whole model is fp32)")
