@@ -252,3 +252,31 @@ def test_checkpoint_sampling_defaults_apply(tiny_dir, tmp_path):
     _cache.clear()
     fe = make_front_end(moshi_weights=d, device="cpu", temp_text=0.5)
     assert (fe.sampling.temp, fe.sampling.top_k, fe.sampling.temp_text) == (0.6, 100, 0.5)
+
+
+def test_hub_repo_from_a_warm_cache_needs_no_network(tiny_dir, monkeypatch):
+    import huggingface_hub
+
+    def cached(repo, name, revision=None, local_files_only=False):
+        assert local_files_only, "a cached file must not go to the network"
+        return str(tiny_dir / name)
+
+    def no_probe(*a, **k):
+        raise AssertionError("no network probe when everything is cached")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", cached)
+    monkeypatch.setattr(checkpoint, "hub_reachable", no_probe)
+    files = checkpoint.resolve(hf_repo="someone/tiny")
+    assert files.source == "hf://someone/tiny" and files.lm == tiny_dir / "model.safetensors"
+    assert files.lm_kwargs["dim"] == KW["dim"] and files.mimi_config is not None
+
+
+def test_unreachable_hub_fails_fast(monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not checkpoint.hub_reachable()
+    t = time.perf_counter()
+    with pytest.raises(FrontEndUnavailable, match="not reachable"):
+        checkpoint.from_hf("SakanaAI/kame")
+    assert time.perf_counter() - t < 5

@@ -112,12 +112,25 @@ def from_hf(repo: str = DEFAULT_HF_REPO, revision: str | None = None) -> Checkpo
     except ModuleNotFoundError as e:
         raise FrontEndUnavailable(f"--hf-repo needs huggingface_hub; or {how_to_get(repo)}") from e
 
+    online: bool | None = None  # probed once, only when something is not in the local cache
+
     def get(name: str, repos: list[str]) -> Path:
+        nonlocal online
         errors = []
         for r in repos:
+            rev = revision if r == repo else None
+            try:  # a warm cache answers at once, with or without a network
+                return Path(hf_hub_download(r, name, revision=rev, local_files_only=True))
+            except Exception:  # noqa: BLE001 - not cached (or the cache is unusable): try the hub
+                pass
+            if online is None:
+                online = hub_reachable()
+            if not online:
+                errors.append(f"{r}: not in the local cache and the hub is not reachable from here")
+                continue
             try:
-                return Path(hf_hub_download(r, name, revision=revision if r == repo else None))
-            except Exception as e:  # noqa: BLE001 - offline, missing file, auth: all end the same way
+                return Path(hf_hub_download(r, name, revision=rev))
+            except Exception as e:  # noqa: BLE001 - missing file, auth, network: all end the same way
                 errors.append(f"{r}: {type(e).__name__}")
         raise FrontEndUnavailable(f"could not fetch {name} from the Hugging Face hub ({'; '.join(errors)}); "
                                   f"{how_to_get(repo)}")
@@ -136,6 +149,24 @@ def from_hf(repo: str = DEFAULT_HF_REPO, revision: str | None = None) -> Checkpo
         mimi_config = json.loads(get(raw["mimi_config_name"], [repo]).read_text())
     return CheckpointFiles(lm, mimi, tokenizer, _lm_kwargs(raw) if raw else None, mimi_config, raw,
                            source=f"hf://{repo}")
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Can a TCP connection to the hub be opened? huggingface_hub retries unreachable hosts with
+    back-off (tens of seconds per file); this answers in at most `timeout_s`."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
 
 
 def resolve(moshi_weights: str | Path | None = None, hf_repo: str | None = None) -> CheckpointFiles:
