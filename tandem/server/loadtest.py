@@ -186,7 +186,7 @@ class CpuMeter:
         if "llama_cpp" in cmd:
             return "llm"
         if "multiprocessing" in cmd:
-            return "listener"
+            return "listener+voice"  # spawned workers: the Listener and the voice process
         return "voices" if is_loadtest else "other"
 
     def report(self) -> dict[str, float]:

@@ -18,7 +18,8 @@ from ..stack import Stack, StackConfig
 from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
 from .hub import Backend, Hub, HubConfig
-from .shared import CompactProvider, PerSessionFrontEnds, SerializedTTS, SharedLLM
+from .shared import CompactProvider, PerSessionFrontEnds, SharedLLM
+from .tts_process import ProcessTTS
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,10 @@ def serve(opts: ServeOptions) -> int:
     provider = None
     if opts.mode in ("tandem", "frontend"):
         provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
-    stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend")
-    with Stack(stack_cfg) as stack:
+    # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
+    stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
+                            need_tts=False)
+    with Stack(stack_cfg) as stack, ProcessTTS() as voice:
         deprioritize(stack.pids(), opts.backend_nice)
 
         # A full collection walks every object: with the models and the voice's lexicons loaded that
@@ -118,7 +121,7 @@ def serve(opts: ServeOptions) -> int:
         async def main() -> None:
             client = stack.client()
             llm = SharedLLM(client, opts.llm_concurrency) if client is not None else None
-            backend = Backend(stack.listener, llm, SerializedTTS(stack.tts) if stack.tts else None, provider)
+            backend = Backend(stack.listener, llm, voice, provider)
             hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode), max_sessions=opts.max_sessions,
                                          limits=opts.limits, record_dir=opts.record_dir,
                                          oracle_policy=opts.oracle_policy))
