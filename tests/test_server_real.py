@@ -73,3 +73,59 @@ def test_two_concurrent_sessions_on_the_real_stack(tmp_path):
         assert np.max(np.abs(data[:, 0])) > 0.1 and np.max(np.abs(data[:, 1])) > 0.01
         tl = json.loads(wav.with_name(wav.name.replace(".wav", ".timeline.json")).read_text())
         assert any(e["kind"] == "final" for e in tl["events"])
+
+
+def test_clients_vanishing_mid_sentence_leak_nothing_on_the_real_stack():
+    import aiohttp
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tandem", "serve", "--port", str(port), "--max-sessions", "4"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    q = speak("What is the capital of France?", "festival", lead_s=0.2, tail_s=0.0)
+
+    async def status(http: aiohttp.ClientSession) -> dict:
+        async with http.get(base + "/api/status") as r:
+            return await r.json()
+
+    async def cycle(i: int) -> None:
+        c = await ProtocolClient(base, events=False).connect(timeout_s=60)
+        await c.speak(q[: int(len(q) * (0.3 + 0.1 * (i % 5)))])  # cut off mid-sentence
+        if i % 2:
+            c.ws._response.connection.transport.abort()  # vanish without a close handshake
+            await asyncio.gather(c._recv, return_exceptions=True)
+            await c._http.close()
+        else:
+            await c.close()
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            async def drained():
+                for _ in range(200):
+                    st = await status(http)
+                    if st["reserved"] == 0:
+                        return st
+                    await asyncio.sleep(0.05)
+                return st
+
+            for i in range(4):
+                await cycle(i)
+            before = (await drained())["resources"]
+            for batch in range(5):
+                await asyncio.gather(*(cycle(4 * batch + j) for j in range(4)))
+                await drained()
+            await asyncio.sleep(1.0)
+            return before, await drained()
+
+    try:
+        assert "serving on" in server.stdout.readline(), server.stderr.read()
+        before, after = asyncio.run(main())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    res = after["resources"]
+    print(f"resources after 4 warm-up cycles: {before}; after 20 more: {res}")
+    assert after["sessions"] == 0 and after["sessions_total"] == 24
+    assert res["listener_streams"] == 0 and res["front_end_rows"] == 0
+    assert res["threads"] <= before["threads"] + 2, (before, res)  # the event loop's executor may grow a worker
+    assert res["fds"] <= before["fds"] + 2, (before, res)

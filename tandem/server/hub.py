@@ -513,7 +513,26 @@ class Hub:
             "phase_ms_p99": {k: round(float(np.percentile(v, 99)), 3) if v else 0.0 for k, v in self.phase_ms.items()},
             "closed": dict(self.closed_reasons),
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
+            "resources": self.resources(),
         }
+
+    def resources(self) -> dict[str, Any]:
+        """What a leak would show: this process's threads and file descriptors, open Listener streams,
+        front-end rows in use (where the front-end has a shared pool)."""
+        import os
+        import threading
+
+        listener = self.backend.listener
+        streams = getattr(listener, "_callbacks", None)
+        if streams is None:
+            streams = getattr(listener, "callbacks", {})
+        pool = getattr(self.backend.front_ends, "pool", None)
+        try:
+            fds = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            fds = -1
+        return {"threads": threading.active_count(), "fds": fds, "listener_streams": len(streams),
+                "front_end_rows": getattr(pool, "in_use", None)}
 
     async def aclose(self, timeout_s: float = 3.0) -> None:
         """Close every session (clients get a 0x05 message and a 1001 close) and wait for them to leave."""
