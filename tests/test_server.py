@@ -256,6 +256,7 @@ async def test_100_connect_disconnect_cycles_leak_nothing(mode):
         threads1, fds1 = own_threads(), len(os.listdir("/proc/self/fd"))
         voicers = [t for t in threading.enumerate() if t.name == "voicer"]
         st = hub.status()
+    print(f"{mode}: threads {threads0} -> {threads1}, fds {fds0} -> {fds1}, listener streams {listener.streams}")
     assert st["sessions"] == 0 and st["reserved"] == 0 and hub.sessions_total == 104
     assert listener.opened == 104 and listener.closed == 104 and listener.streams == 0
     assert threads1 == threads0, (threads0, threads1)

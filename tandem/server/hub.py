@@ -531,8 +531,11 @@ class Hub:
             fds = len(os.listdir("/proc/self/fd"))
         except OSError:
             fds = -1
+        import psutil
+
         return {"threads": threading.active_count(), "fds": fds, "listener_streams": len(streams),
-                "front_end_rows": getattr(pool, "in_use", None)}
+                "front_end_rows": getattr(pool, "in_use", None),
+                "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
 
     async def aclose(self, timeout_s: float = 3.0) -> None:
         """Close every session (clients get a 0x05 message and a 1001 close) and wait for them to leave."""
