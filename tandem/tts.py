@@ -54,6 +54,20 @@ def trim_leading_silence(audio: np.ndarray, threshold: float = 0.003, keep_s: fl
     return audio[max(0, int(loud[0]) - int(keep_s * SAMPLE_RATE)):]
 
 
+def trim_trailing_silence(audio: np.ndarray, keep_s: float, threshold: float = 0.003) -> np.ndarray:
+    """Cut the quiet tail after the last phoneme down to `keep_s`. A front-end voices a response
+    phrase by phrase, and hibari ends every segment with ~0.35 s of silence: left in, each phrase
+    boundary would become a pause."""
+    loud = np.flatnonzero(np.abs(audio) > threshold)
+    if not len(loud):
+        return audio
+    return audio[: int(loud[-1]) + 1 + int(keep_s * SAMPLE_RATE)]
+
+
+PHRASE_TAIL_S = 0.04  # kept after a segment that ends mid-sentence
+SENTENCE_TAIL_S = 0.2  # kept after a segment that ends a sentence
+
+
 @dataclass
 class _Segment:
     text: str
@@ -144,6 +158,7 @@ class Voicer:
                 log.error("TTS failed on %r: %s", text[:60], e)
                 audio = np.zeros(0, np.float32)
             audio = trim_leading_silence(np.asarray(audio, np.float32))
+            audio = trim_trailing_silence(audio, SENTENCE_TAIL_S if text.rstrip()[-1:] in ".?!" else PHRASE_TAIL_S)
             ms = (time.perf_counter() - t0) * 1e3
             with self._lock:
                 self._pending -= 1

@@ -1,0 +1,35 @@
+"""The Voicer trims the silence a TTS puts around each segment: lead-in and tail are latency and gaps."""
+import time
+
+import numpy as np
+
+from tandem.tts import PHRASE_TAIL_S, SENTENCE_TAIL_S, Voicer
+
+SR = 24000
+
+
+class PaddedFakeTTS:
+    """0.3 s lead-in, 0.5 s of tone, 0.4 s tail: like hibari's segments."""
+
+    sample_rate = SR
+
+    def synthesize(self, text: str) -> np.ndarray:
+        tone = 0.3 * np.sin(2 * np.pi * 300 * np.arange(SR // 2) / SR)
+        return np.concatenate([np.zeros(int(0.3 * SR)), tone, np.zeros(int(0.4 * SR))]).astype(np.float32)
+
+
+def voiced_length(text: str) -> float:
+    v = Voicer(PaddedFakeTTS())
+    try:
+        v.say(text)
+        deadline = time.time() + 5
+        while v.synthesizing and time.time() < deadline:
+            time.sleep(0.01)
+        return v.remaining_s()
+    finally:
+        v.close()
+
+
+def test_phrase_keeps_a_short_tail_and_a_sentence_a_longer_one():
+    assert abs(voiced_length("the capital of") - (0.02 + 0.5 + PHRASE_TAIL_S)) < 0.01
+    assert abs(voiced_length("It is Paris.") - (0.02 + 0.5 + SENTENCE_TAIL_S)) < 0.01
