@@ -41,7 +41,8 @@ test-fast: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup system-deps
-	$(BIN)/tandem bench --questions ../shared/data/questions-dev.jsonl --modes cascade --limit 8 --out $(OUT)/bench
+	$(BIN)/tandem bench --questions ../shared/data/questions-dev.jsonl --stride 3 \
+	  --modes tandem,frontend,cascade --policy kame,prefix --out $(OUT)/bench
 
 serve: setup
 	$(BIN)/tandem serve

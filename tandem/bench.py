@@ -42,7 +42,7 @@ class Question:
     answers: list[str]
 
 
-def load_questions(path: Path, limit: int | None) -> list[Question]:
+def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Question]:
     if not path.exists():
         raise TandemError(f"questions file not found: {path}")
     out = []
@@ -56,6 +56,7 @@ def load_questions(path: Path, limit: int | None) -> list[Question]:
             raise TandemError(f"{path}:{i}: not a question object with id, question, answers ({e})") from None
     if not out:
         raise TandemError(f"no questions in {path}")
+    out = out[:: max(1, stride)]  # every stride-th question: a spread over a file grouped by topic
     return out[:limit] if limit else out
 
 
@@ -227,7 +228,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     from .voices import speak
 
-    questions = load_questions(args.questions, args.limit)
+    questions = load_questions(args.questions, args.limit, getattr(args, "stride", 1))
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in ("tandem", "frontend", "cascade"):

@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, required=True, help="output directory")
     b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
     b.add_argument("--limit", type=int, default=None)
+    b.add_argument("--stride", type=int, default=1, help="take every N-th question (a spread over a file grouped by topic)")
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
     b.add_argument("--policy", default="kame",
                    help="oracle policy for tandem mode; several, comma-separated, are compared side by side "
