@@ -30,7 +30,10 @@ class Conversation:
         if text.strip():
             self._append("assistant", text)
 
-    def current_user_words(self) -> int:
-        """Words of the user's current turn: its finals plus the live partial."""
+    def current_user_text(self) -> str:
+        """The user's current turn: its finals plus the live partial."""
         committed = self.turns[-1][1] if self.turns and self.turns[-1][0] == "user" else ""
-        return word_count(committed) + word_count(self.partial)
+        return (committed + " " + self.partial).strip()
+
+    def current_user_words(self) -> int:
+        return word_count(self.current_user_text())

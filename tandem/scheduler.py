@@ -2,7 +2,9 @@
 
 Every `check_interval_s` (and at once on a final transcript), a stream is started when the user's
 word count grew by `min_new_words` since the last start or a final arrived, at most
-`max_starts` per `window_s`. With `max_concurrent == 1` a new stream cancels the one it
+`max_starts` per `window_s`. Beyond KAME, a revised transcript with no new words ("capital of
+Austria" heard again as "capital of Australia") also starts one (`restart_on_revision`): counting
+words alone would keep the oracle answering the question the Listener first misheard. With `max_concurrent == 1` a new stream cancels the one it
 replaces; with more, streams run side by side and the newest one to emit text is adopted, the
 older ones cancelled. The adopted stream's first chunk emits `reset`, each chunk `append`.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -25,6 +28,11 @@ log = logging.getLogger(__name__)
 OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
 
 
+def _normalized(text: str) -> str:
+    """Words only: a partial that changes only its punctuation or case is not a revision."""
+    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     check_interval_s: float = 0.5
@@ -33,6 +41,8 @@ class SchedulerConfig:
     window_s: float = 2.0
     max_concurrent: int = 1
     max_tokens: int = 60
+    restart_on_revision: bool = True
+    min_words_for_revision: int = 3
 
 
 @dataclass
@@ -57,6 +67,7 @@ class OracleScheduler:
         self._adopted: int | None = None
         self._starts: deque[float] = deque()
         self._words_at_start = 0
+        self._text_at_start = ""
         self._final_pending = False
         self._ticker: asyncio.Task | None = None
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0}
@@ -85,9 +96,13 @@ class OracleScheduler:
             self.check()
 
     def check(self) -> None:
-        words = self.conv.current_user_words()
+        text = _normalized(self.conv.current_user_text())
+        words = len(text.split())
         grew = words - self._words_at_start >= self.config.min_new_words
-        if not (self._final_pending or grew):
+        before = self._text_at_start.split()
+        revised = (self.config.restart_on_revision and words >= self.config.min_words_for_revision
+                   and text.split()[: len(before)] != before)  # words already heard changed, not just more
+        if not (self._final_pending or grew or revised):
             return
         now = self.timeline.clock()
         while self._starts and now - self._starts[0] > self.config.window_s:
@@ -98,6 +113,7 @@ class OracleScheduler:
         self._starts.append(now)
         self._final_pending = False
         self._words_at_start = words
+        self._text_at_start = text
         self._launch()
 
     def _launch(self) -> None:

@@ -103,3 +103,29 @@ async def test_errors_are_recorded_and_do_not_raise():
         assert timeline.of_kind(tl.LLM_ERROR)
         assert emitted == []
         await sched.aclose()
+
+
+async def test_a_revised_partial_starts_a_stream_without_new_words():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of austria")
+        sched.check()
+        assert sched.stats["starts"] == 1
+        sched.on_partial("What is the capital of Austria?")
+        sched.check()
+        assert sched.stats["starts"] == 1, "punctuation and case are not a revision"
+        sched.on_partial("what is the capital of australia")
+        sched.check()
+        assert sched.stats["starts"] == 2, "a revised word is"
+        await sched.aclose()
+
+
+async def test_kame_word_count_rule_alone_when_revisions_are_off():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv, restart_on_revision=False)
+        sched.on_partial("what is the capital of austria")
+        sched.check()
+        sched.on_partial("what is the capital of australia")
+        sched.check()
+        assert sched.stats["starts"] == 1
+        await sched.aclose()
