@@ -96,6 +96,10 @@ async def chat(request: web.Request) -> web.StreamResponse:
         hub.join(client)
         async for msg in ws:
             client.on_message(msg)
+    except ConnectionError as e:  # the client went away during the upgrade or a send
+        log.info("connection from %s lost: %s", peer, e)
+        if client is not None:
+            client.close_reason = client.close_reason or "connection lost"
     except Exception:  # noqa: BLE001 - one connection's failure must not reach the others
         log.exception("connection from %s failed", peer)
         if client is not None:
