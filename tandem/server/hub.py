@@ -11,6 +11,7 @@ client that stops reading is closed rather than allowed to hold up the others.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import queue
 import threading
@@ -360,6 +361,28 @@ class OutputEncoder:
         self._thread.join(timeout=2)
 
 
+class GcWatch:
+    """How long the garbage collector stops the process (every thread, the ticker included)."""
+
+    def __init__(self) -> None:
+        self.max_ms = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self._t0 = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            g = info.get("generation", 2)
+            self.count[g] += 1
+            self.max_ms[g] = max(self.max_ms[g], (time.perf_counter() - self._t0) * 1e3)
+
+    def close(self) -> None:
+        if self._cb in gc.callbacks:
+            gc.callbacks.remove(self._cb)
+
+
 class Hub:
     def __init__(self, backend: Backend, config: HubConfig) -> None:
         if config.max_sessions < 1:
@@ -377,6 +400,7 @@ class Hub:
         self.late_ticks = 0  # ticks that started more than one frame late
         self.sessions_total = 0
         self.closed_reasons: dict[str, int] = {}
+        self.gc = GcWatch()
 
     # -- admission --------------------------------------------------------------------------------
     def reserve(self) -> bool:
@@ -568,6 +592,7 @@ class Hub:
             "closed": dict(self.closed_reasons),
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
             "resources": self.resources(),
+            "gc": {"count": list(self.gc.count), "max_ms": [round(x, 2) for x in self.gc.max_ms]},
         }
 
     def resources(self) -> dict[str, Any]:
@@ -607,6 +632,7 @@ class Hub:
         if self._encoder is not None:
             await asyncio.to_thread(self._encoder.close)
             self._encoder = None
+        self.gc.close()
 
 
 def _close_parts(front_end: FrontEnd | None, voicer: Voicer | None, voicers_only: bool = False) -> None:
