@@ -401,6 +401,8 @@ class Hub:
         self.sessions_total = 0
         self.closed_reasons: dict[str, int] = {}
         self.gc = GcWatch()
+        self.stalls: deque[dict[str, float]] = deque(maxlen=50)  # late ticks and the CPU wait behind them
+        self._last_wait_ns: int | None = None
 
     # -- admission --------------------------------------------------------------------------------
     def reserve(self) -> bool:
@@ -497,9 +499,22 @@ class Hub:
                 self.tick(target)
             except Exception:  # noqa: BLE001 - the ticker must survive anything one tick does
                 log.exception("tick failed")
-            self.tick_ms.append((time.perf_counter() - p0) * 1e3)
+            p1 = time.perf_counter()
+            self.tick_ms.append((p1 - p0) * 1e3)
             self.ticks += 1
+            self._note_stall(target, p1)
             await asyncio.sleep(0)
+
+    def _note_stall(self, target: float, done: float) -> None:
+        """A tick that finished more than 60 ms after its deadline: record how long this thread
+        waited for a CPU meanwhile (the kernel's run-queue wait), which tells a machine too busy
+        to run the server from a server that held itself up."""
+        wait_ns = _runqueue_wait_ns()
+        late_ms = (done - target) * 1e3
+        if late_ms > 60 and wait_ns is not None and self._last_wait_ns is not None:
+            self.stalls.append({"late_ms": round(late_ms, 1),
+                                "runqueue_wait_ms": round((wait_ns - self._last_wait_ns) / 1e6, 1)})
+        self._last_wait_ns = wait_ns
 
     def tick(self, target: float) -> None:
         """One frame for every live session. `target` is this tick's perf_counter deadline."""
@@ -593,6 +608,7 @@ class Hub:
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
             "resources": self.resources(),
             "gc": {"count": list(self.gc.count), "max_ms": [round(x, 2) for x in self.gc.max_ms]},
+            "stalls": list(self.stalls),
         }
 
     def resources(self) -> dict[str, Any]:
@@ -633,6 +649,15 @@ class Hub:
             await asyncio.to_thread(self._encoder.close)
             self._encoder = None
         self.gc.close()
+
+
+def _runqueue_wait_ns() -> int | None:
+    """Nanoseconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _close_parts(front_end: FrontEnd | None, voicer: Voicer | None, voicers_only: bool = False) -> None:
