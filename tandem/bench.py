@@ -22,7 +22,7 @@ import numpy as np
 from .audio import InputAudio, write_mono
 from .errors import TandemError
 from .metrics import summarize
-from .oracle import make_policy
+from .oracle import DEFAULT_POLICY, make_policy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, find_answer, onset_after, response_gaps, speech_end_of
 from .session import SessionConfig
@@ -265,7 +265,7 @@ def run_bench(args: argparse.Namespace) -> int:
                                                "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
                         try:
                             res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode),
-                                              front_end_name=args.front_end, oracle_policy=policy or "kame",
+                                              front_end_name=args.front_end, oracle_policy=policy or DEFAULT_POLICY,
                                               meta={"input": str(in_wav), "question_id": q.id})
                             out_wav = out / "audio" / f"{stem}.wav"
                             tl_path = out / "timelines" / f"{stem}.json"

@@ -13,7 +13,7 @@ from .frontends.moshi.options import add_cli_args as add_moshi_args
 from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
-from .oracle import POLICIES
+from .oracle import DEFAULT_POLICY, POLICIES
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
-    r.add_argument("--oracle-policy", default="kame", help=f"oracle stream policy ({', '.join(POLICIES)})")
+    r.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
     r.add_argument("--answer", action="append", default=[],
                    help="an accepted answer word; when given, the assistant channel is transcribed and the "
                         "answer latency printed (repeatable)")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", type=Path, default=None)
     e.add_argument("-n", type=int, default=200, help="dialogues with a normal oracle (half as many replaced, a quarter with none)")
     e.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
-    e.add_argument("--oracle-policy", default="kame", choices=["kame", "prefix"],
+    e.add_argument("--oracle-policy", default=DEFAULT_POLICY, choices=["kame", "prefix"],
                    help="how the simulated oracles are fed (the model is trained on both)")
 
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None)
     b.add_argument("--stride", type=int, default=1, help="take every N-th question (a spread over a file grouped by topic)")
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
-    b.add_argument("--policy", default="kame",
+    b.add_argument("--policy", default=DEFAULT_POLICY,
                    help="oracle policy for tandem mode; several, comma-separated, are compared side by side "
                         f"({', '.join(POLICIES)})")
     b.add_argument("--front-end", default="compact")
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem")
     v.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     v.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
-    v.add_argument("--oracle-policy", default="kame", help="oracle stream policy (kame, late-playback, ...)")
+    v.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
     v.add_argument("--llm-concurrency", type=int, default=1,
                    help="LLM requests at once, shared by all sessions in arrival order (the embedded server "
                         "runs one at a time)")

@@ -131,6 +131,8 @@ class PrefixKeepPolicy(LatePlaybackPolicy):
 
 
 POLICIES: dict[str, type[KamePolicy]] = {p.name: p for p in (KamePolicy, LatePlaybackPolicy, PrefixKeepPolicy)}
+# the default by measurement: docs/BENCHMARKS.md, "Oracle policies"
+DEFAULT_POLICY = PrefixKeepPolicy.name
 
 
 class OracleStream:

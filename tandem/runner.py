@@ -10,7 +10,7 @@ import numpy as np
 
 from . import frontend as fe_registry
 from .audio import InputAudio, frames_of, load_input, write_stereo
-from .oracle import make_policy
+from .oracle import DEFAULT_POLICY, make_policy
 from .session import Session, SessionConfig
 from .stack import Stack
 from .timeline import Timeline
@@ -27,7 +27,7 @@ class RunResult:
 
 
 def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_end_name: str = "compact",
-                oracle_policy: str = "kame", meta: dict | None = None,
+                oracle_policy: str = DEFAULT_POLICY, meta: dict | None = None,
                 front_end_kwargs: dict | None = None) -> RunResult:
     front_end = None
     if config.mode in ("tandem", "frontend"):

@@ -28,7 +28,7 @@ from aiohttp import WSMsgType, web
 from .. import timeline as tl
 from ..audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from ..frontend import FrontEnd
-from ..oracle import make_policy
+from ..oracle import DEFAULT_POLICY, make_policy
 from ..session import LiveStep, Session, SessionConfig
 from ..tts import TTS, Voicer
 from . import protocol as proto
@@ -53,7 +53,7 @@ class HubConfig:
     max_sessions: int = 4
     limits: proto.Limits = proto.Limits()
     record_dir: Path | None = None
-    oracle_policy: str = "kame"
+    oracle_policy: str = DEFAULT_POLICY
 
 
 class InputBuffer:

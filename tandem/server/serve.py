@@ -13,6 +13,7 @@ from aiohttp import web
 
 from .. import frontend as fe_registry
 from ..errors import TandemError
+from ..oracle import DEFAULT_POLICY
 from ..session import SessionConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
@@ -32,7 +33,7 @@ class ServeOptions:
     record_dir: Path | None = None
     front_end: str = "compact"
     front_end_kwargs: dict = field(default_factory=dict)
-    oracle_policy: str = "kame"
+    oracle_policy: str = DEFAULT_POLICY
     llm_url: str | None = None
     llm_model: str | None = None
     llm_concurrency: int = 1

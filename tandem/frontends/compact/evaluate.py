@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...oracle import DEFAULT_POLICY
 from ...train.synth import make_dialogue
 from .data import Example, build_example, vad_buckets
 from .model import CompactLM
@@ -72,7 +73,7 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
 
 
 def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False,
-             policy: str = "kame") -> dict:
+             policy: str = DEFAULT_POLICY) -> dict:
     from tqdm import tqdm
 
     rng = random.Random(seed)
