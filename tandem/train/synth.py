@@ -44,7 +44,24 @@ def entity(rng: random.Random, heldout: bool) -> str:
             return name
 
 
-# (question templates, reply templates); {a}, {b} are entities, {n} a number
+def answer_entity(rng: random.Random, heldout: bool) -> str:
+    """An answer as real ones come: often one name, sometimes two words ("New Delhi", "George Orwell")."""
+    r = rng.random()
+    if r < 0.15:
+        return f"{rng.choice(PLACE_WORDS)} {entity(rng, heldout)}"
+    if r < 0.3:
+        return f"{entity(rng, heldout)} {entity(rng, heldout)}"
+    return entity(rng, heldout)
+
+
+def number(rng: random.Random) -> str:
+    """LLMs write numbers as digits about as often as in words."""
+    if rng.random() < 0.5:
+        return rng.choice(NUMBERS)
+    return str(rng.choice([rng.randint(2, 12), rng.randint(13, 99), rng.randint(100, 999), rng.randint(1000, 9999)]))
+
+
+# (question templates, reply templates); {a}, {b} are entities, {n} a number, {y} a year
 QA = [
     (["what is the capital of {a}", "what's the capital city of {a}", "which city is the capital of {a}",
       "do you know the capital of {a}", "can you tell me the capital of {a}"],
@@ -69,7 +86,10 @@ QA = [
      ["The currency of {a} is the {b}.", "They use the {b}."]),
     (["how old is {a}", "how long ago was {a} built"],
      ["{a} is about {n} years old.", "About {n} years."]),
+    (["in what year was {a} founded", "when was {a} built", "what year did {a} end"],
+     ["{a} dates from {y}.", "It was in {y}.", "In {y}."]),
 ]
+PLACE_WORDS = ["New", "Mount", "San", "Saint", "Lake", "Port", "El", "North", "Great"]
 SMALL_TALK = [
     (["how are you today", "how are you doing", "how is it going"],
      ["I am doing well, thanks for asking.", "Pretty good, thank you. How about you?"]),
@@ -133,7 +153,8 @@ def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, s
     r = rng.random()
     pool, kind = (QA, "question") if r < 0.7 else (SMALL_TALK, "small_talk") if r < 0.82 else (STATEMENTS, "statement")
     qs, rs = rng.choice(pool)
-    ents = {"a": entity(rng, heldout), "b": entity(rng, heldout), "n": rng.choice(NUMBERS)}
+    ents = {"a": entity(rng, heldout), "b": answer_entity(rng, heldout), "n": number(rng),
+            "y": str(rng.randint(1000, 2024))}
     if kind == "question" and "{a}" in qs[0] and rng.random() < 0.3:
         ents["a"] = ents["a"].lower() if "{a} are" in qs[0] else ents["a"]
     q = _fill(rng.choice(qs), ents)
@@ -145,6 +166,8 @@ def make_turn_text(rng: random.Random, heldout: bool) -> tuple[list[str], str, s
             answer = ents["b"]
         elif "{n}" in reply_tpl:
             answer = ents["n"]
+        elif "{y}" in reply_tpl:
+            answer = ents["y"]
     end = "?" if kind == "question" or q.startswith(("how", "can", "are")) else "."
     clean = q[0].upper() + q[1:] + end
     words = q.split()
