@@ -172,6 +172,7 @@ class Client:
         self.recorder = Recorder(hub.config.record_dir, session.sid) if hub.config.record_dir else None
         self.sendq: asyncio.Queue[bytes | tuple[int, str]] = asyncio.Queue(maxsize=lim.send_queue_messages)
         self.sender: asyncio.Task | None = None
+        self._closer: asyncio.Task | None = None  # a close that could not wait in the send queue
         self.msg_bucket = proto.TokenBucket(lim.max_messages_per_s, lim.message_burst, now)
         self.byte_bucket = proto.TokenBucket(lim.max_bytes_per_s, lim.byte_burst, now)
         self.created = now
@@ -229,7 +230,8 @@ class Client:
                 self.sendq.put_nowait(proto.error(reason))
             self.sendq.put_nowait((code, reason))
         except asyncio.QueueFull:  # the client is not reading: close now, without the message
-            asyncio.get_running_loop().create_task(self.ws.close(code=code, message=reason.encode()[:120]))
+            self._closer = asyncio.get_running_loop().create_task(
+                self.ws.close(code=code, message=reason.encode()[:120]))
 
     def error(self, message: str) -> None:
         """A malformed message: answer with an error, and close after too many of them."""
