@@ -301,3 +301,27 @@ async def test_load_generator_reports_onsets_and_frame_health_per_session():
     assert s["deadline_misses"] == 0 and s["frames"] > 60
     assert status["sessions_total"] == 3
     assert all(r.said.split()[:4] == ["The", "answer", "is", "Paris."] for r in reports)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--host", "0.0.0.0"], "without --token"),
+    (["--host", "0.0.0.0", "--token", "short"], "at least 8 characters"),
+    (["--host", "no-such-host.invalid", "--token", "long-enough"], "cannot listen on no-such-host.invalid"),
+    (["--max-sessions", "0"], "--max-sessions must be between"),
+    (["--idle-timeout", "0"], "must be positive"),
+    ("busy", "Address already in use"),
+])
+def test_serve_refuses_bad_settings_at_once_with_one_line(args, expect):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        if args == "busy":
+            args = ["--port", str(busy.getsockname()[1])]
+        r = subprocess.run([sys.executable, "-m", "tandem", "serve", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tandem: error:") and expect in lines[0], r.stderr

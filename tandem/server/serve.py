@@ -95,8 +95,27 @@ def deprioritize(pids: list[int], nice: int) -> None:
             log.warning("could not lower the priority of process %s: %s", pid, e)
 
 
+def _check_port_free(cfg: ServerConfig) -> None:
+    import socket
+
+    if cfg.port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise TandemError(f"cannot listen on {cfg.host}: {e.strerror}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise TandemError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror}") from None
+
+
 def serve(opts: ServeOptions) -> int:
     check_bind(opts.server)
+    _check_port_free(opts.server)  # before the back-end spends seconds loading
     if opts.max_sessions < 1 or opts.max_sessions > 256:
         raise TandemError("--max-sessions must be between 1 and 256")
     if opts.record_dir is not None:
