@@ -65,10 +65,14 @@ async def run_page(url: str, mic: str, seconds: float, shot: str, until=None) ->
             await browser.close()
 
 
-async def test_browser_client_talks_to_the_server_with_fakes_behind_it(tmp_path):
+@pytest.mark.parametrize("capture", ["", "device"])
+async def test_browser_client_talks_to_the_server_with_fakes_behind_it(tmp_path, capture):
+    """capture=device: the microphone is captured at the device's rate and resampled to 24 kHz in
+    the page (what browsers that cannot capture into a 24 kHz context get)."""
     mic = fake_mic_wav(tmp_path / "q.wav", question(lead_s=0.5, speech_s=1.0, tail_s=6.0))
     async with fake_server() as (base, hub, listener):
-        res = await run_page(base + "/", mic, 15, "browser-fakes.png", until=lambda s, lanes: s["playedAudibleS"] > 0.5 and lanes["turns"])
+        url = base + "/" + (f"?capture={capture}" if capture else "")
+        res = await run_page(url, mic, 15, f"browser-fakes{'-' + capture if capture else ''}.png", until=lambda s, lanes: s["playedAudibleS"] > 0.5 and lanes["turns"])
         await asyncio.sleep(0.5)
         assert hub.status()["sessions"] == 0, "Stop closes the session"
     st, lanes = res["state"], res["lanes"]

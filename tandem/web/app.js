@@ -116,9 +116,20 @@ class Connection {
     });
     this.encoder.configure({ codec: "opus", sampleRate: RATE, numberOfChannels: 1, bitrate: 32000,
                              opus: { frameDuration: 20000 } });
-    await this.ctx.audioWorklet.addModule("/static/capture.js");
-    this.source = this.ctx.createMediaStreamSource(this.stream);
-    this.capture = new AudioWorkletNode(this.ctx, "tandem-capture");
+    // Capture in the 24 kHz playback context where the browser allows it (Chromium resamples the
+    // microphone); otherwise (Firefox) in a context at the device's rate, resampled in the worklet.
+    let capCtx = this.ctx;
+    const forceDevice = new URL(location.href).searchParams.get("capture") === "device"; // for tests
+    try {
+      if (forceDevice) throw new Error("capture at the device rate");
+      this.source = capCtx.createMediaStreamSource(this.stream);
+    } catch (e) {
+      capCtx = this.capCtx = new AudioContext({ latencyHint: "interactive" });
+      await capCtx.resume();
+      this.source = capCtx.createMediaStreamSource(this.stream);
+    }
+    await capCtx.audioWorklet.addModule("/static/capture.js");
+    this.capture = new AudioWorkletNode(capCtx, "tandem-capture", { processorOptions: { targetRate: RATE } });
     let ts = 0;
     this.capture.port.onmessage = (ev) => {
       const block = ev.data;
@@ -171,6 +182,7 @@ class Connection {
     if (this.encoder && this.encoder.state !== "closed") this.encoder.close();
     if (this.decoder && this.decoder.state !== "closed") this.decoder.close();
     if (this.ctx) this.ctx.close();
+    if (this.capCtx) this.capCtx.close();
   }
 }
 
