@@ -19,6 +19,9 @@ from tandem.server.client import HandshakeError, ProtocolClient
 from tandem.errors import TandemError
 from test_server_support import QUESTION_TEXT, fake_server, question
 
+# a frame loop held up by its back-end misses dozens of frames; a busy CI machine can cost one or two
+MISSES_OK = 2
+
 
 async def converse(base: str, events: bool = True, q: np.ndarray | None = None, **kw) -> ProtocolClient:
     c = await ProtocolClient(base, events=events, **kw).connect()
@@ -46,7 +49,7 @@ async def test_a_spoken_question_gets_a_spoken_answer_with_text_and_events():
     assert got.of_type("final")[0]["text"] == QUESTION_TEXT
     lat = got.of_type("latency")[0]
     assert 0.4 <= lat["onset_s"] < 1.2, lat  # 0.4 s endpoint of the fake Listener, then the fake LLM and front-end
-    assert got.of_type("stats")[-1]["deadline_misses"] == 0
+    assert got.of_type("stats")[-1]["deadline_misses"] <= MISSES_OK
     # the answer is audible, after the question
     end = c.connected_t + 1.0
     first = c.first_audible_after(end)
@@ -86,7 +89,7 @@ async def test_sessions_beyond_the_limit_get_503_before_the_upgrade_and_admitted
         await asyncio.gather(*speaking)
         for x in (a, b):
             assert "".join(x.got.texts).split() == ["The", "answer", "is", "Paris."]
-            assert x.got.of_type("stats")[-1]["deadline_misses"] == 0
+            assert x.got.of_type("stats")[-1]["deadline_misses"] <= MISSES_OK
             assert not x.got.errors
         await a.close()
         await asyncio.sleep(0.2)
@@ -180,7 +183,7 @@ async def test_abuse_closes_that_connection_only(abuse, code, message):
         await good.close()
         assert hub.status()["sessions"] == 0
     assert "".join(good.got.texts).split() == ["The", "answer", "is", "Paris."]
-    assert not good.got.errors and good.got.of_type("stats")[-1]["deadline_misses"] == 0
+    assert not good.got.errors and good.got.of_type("stats")[-1]["deadline_misses"] <= MISSES_OK
 
 
 async def test_idle_and_total_session_timeouts():
@@ -298,7 +301,7 @@ async def test_load_generator_reports_onsets_and_frame_health_per_session():
     assert s["sessions"] == 3 and s["turns"] >= 3 and s["unanswered"] == 0 and s["errors"] == 0
     assert all(r.onsets_client_s and r.onsets_server_s for r in reports)
     assert 0.3 < s["onset_server_median_s"] < 1.2 and 0.3 < s["onset_client_median_s"] < 1.5
-    assert s["deadline_misses"] == 0 and s["frames"] > 60
+    assert s["deadline_misses"] <= MISSES_OK and s["frames"] > 60
     assert status["sessions_total"] == 3
     assert all(r.said.split()[:4] == ["The", "answer", "is", "Paris."] for r in reports)
 

@@ -16,6 +16,9 @@ from tandem.scoring import speech_end_of
 from tandem.server.client import HandshakeError, ProtocolClient
 from tandem.voices import speak
 
+# a frame loop held up by its back-end misses dozens of frames; a busy CI machine can cost one or two
+MISSES_OK = 2
+
 pytestmark = pytest.mark.slow
 
 QUESTIONS = [("What is the capital of France?", ("capital", "france")),
@@ -55,7 +58,7 @@ def test_two_concurrent_sessions_on_the_real_stack(tmp_path):
     finals = " ".join(e["text"] for e in got.of_type("final")).lower()
     assert all(w in finals for w in QUESTIONS[0][1]), finals
     assert got.of_type("oracle"), "the LLM's answer was fed to the front-end"
-    assert got.of_type("stats")[-1]["deadline_misses"] == 0
+    assert got.of_type("stats")[-1]["deadline_misses"] <= MISSES_OK
     assert moshi_like.got.events == [] and moshi_like.got.unknown == 0
     # what each session said (its recorded timeline) is what its client received: the text pieces as
     # 0x02 messages, the voice as audible Opus after the question. Whether the compact model speaks
