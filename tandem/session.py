@@ -269,7 +269,7 @@ class Session:
         else:
             self._silent_frames += 1
         step_ms = (time.perf_counter() - p0) * 1e3
-        self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts))
+        self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts), self.vad_prob)
 
     async def run(self, frames: np.ndarray) -> np.ndarray:
         """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio."""

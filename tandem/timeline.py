@@ -43,6 +43,7 @@ class Timeline:
     frame_step_ms: list[float] = field(default_factory=list)
     frame_oracle: list[int] = field(default_factory=list)
     frame_text: list[str] = field(default_factory=list)
+    frame_vad: list[float] = field(default_factory=list)
     current_frame: int = 0
 
     def add(self, kind: str, t: float | None = None, **data: Any) -> dict[str, Any]:
@@ -50,12 +51,14 @@ class Timeline:
         self.events.append(ev)
         return ev
 
-    def add_frame(self, t: float, late_ms: float, step_ms: float, oracle_token: int, text: str) -> None:
+    def add_frame(self, t: float, late_ms: float, step_ms: float, oracle_token: int, text: str,
+                  vad: float = -1.0) -> None:
         self.frame_t.append(round(t, 4))
         self.frame_late_ms.append(round(late_ms, 3))
         self.frame_step_ms.append(round(step_ms, 3))
         self.frame_oracle.append(int(oracle_token))
         self.frame_text.append(text)
+        self.frame_vad.append(round(float(vad), 3))
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] in kinds]
@@ -71,6 +74,7 @@ class Timeline:
                 "step_ms": self.frame_step_ms,
                 "oracle_token": self.frame_oracle,
                 "text": self.frame_text,
+                "vad": self.frame_vad,
             },
         }
 
