@@ -16,6 +16,11 @@ class SessionClock:
         self._t0 = time.perf_counter()
         self._skipped = 0.0
 
+    def start_at(self, t0: float) -> None:
+        """Make the `time.perf_counter()` instant `t0` session time 0 (a server's shared ticker)."""
+        self._t0 = t0
+        self._skipped = 0.0
+
     def now(self) -> float:
         return time.perf_counter() - self._t0 + self._skipped
 

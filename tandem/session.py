@@ -213,11 +213,15 @@ class Session:
     def _user_frame(self, audio: np.ndarray) -> UserFrame:
         return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text)
 
+    def _oracle_token(self, k: int) -> int:
+        """The oracle token the front-end gets at frame k (PAD in front-end-only mode)."""
+        return self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
+
     def _respond(self, k: int, audio: np.ndarray) -> tuple[np.ndarray, list[str], int]:
         if self.cascade is not None:
             out, texts = self.cascade.step()
             return out, texts, -1
-        otok = self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
+        otok = self._oracle_token(k)
         res = self.front_end.step(self._user_frame(audio), otok)
         return res.audio, res.text, otok
 
@@ -303,7 +307,7 @@ class Session:
     # time (k + 1) * 80 ms, exactly as in `run`, and lateness means the same thing.
     def start_live(self, t0: float) -> None:
         """Begin live input; `t0` is the `time.perf_counter()` instant that is session time 0."""
-        self.clock._t0 = t0  # noqa: SLF001 - align the session clock with the server's ticker
+        self.clock.start_at(t0)  # the session clock follows the server's ticker
         self.timeline.meta["pace"] = "live"
         self._live_k = 0
         self._begin()
@@ -316,8 +320,7 @@ class Session:
         if self.cascade is not None:
             audio, texts = self.cascade.step()
             return LiveStep(k, t0, p0, -1, None, audio, texts)
-        otok = self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
-        return LiveStep(k, t0, p0, otok, self._user_frame(frame))
+        return LiveStep(k, t0, p0, self._oracle_token(k), self._user_frame(frame))
 
     def live_post(self, step: LiveStep, audio: np.ndarray, texts: list[str]) -> None:
         """Second half: record the step's output. The caller plays `audio` in the next frame."""

@@ -25,9 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..frontends.compact.data import _other_reply, _wrong_version
 from ..oracle import KamePolicy, OracleStream
-from .synth import Turn
+from .synth import Turn, other_reply, wrong_version
 
 FPS = 12.5
 TIER_THRESHOLDS = (0.5, 0.65, 0.8, 0.95, 0.99)  # a fraction above the k-th threshold is tier k + 1
@@ -66,15 +65,15 @@ def turn_events(rng: random.Random, turn: Turn, recipe: OracleRecipe = OracleRec
         t = turn.words[recipe.min_words - 1].end
         while t < turn.end:
             if random_variant:
-                out.append(OracleEvent(t, _other_reply(rng, heldout), -1))
+                out.append(OracleEvent(t, other_reply(rng, heldout), -1))
             else:
                 tier = hint_tier((t - turn.start) / dur)
                 if tier == 0:
-                    text = _other_reply(rng, heldout)
+                    text = other_reply(rng, heldout)
                 elif rng.random() < HINT_P_TRUE[tier]:
                     text = turn.reply
                 else:
-                    text = _wrong_version(rng, turn.reply, heldout)
+                    text = wrong_version(rng, turn.reply, heldout)
                 out.append(OracleEvent(t, text, tier))
             t += recipe.period_s
     out.append(OracleEvent(turn.end, turn.reply, len(TIER_THRESHOLDS) + 1))

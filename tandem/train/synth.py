@@ -215,3 +215,20 @@ def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None
     # room after the last turn for a late oracle, a replaced answer or a fallback, and the silence after
     d.duration = max(t, d.turns[-1].end + 2 * reply_duration(d.turns[-1].reply) + 5.0)
     return d
+
+
+def other_reply(rng: random.Random, heldout: bool) -> str:
+    """A reply from another dialogue: an oracle that guessed without knowing the question."""
+    return make_turn_text(rng, heldout)[2]
+
+
+def wrong_version(rng: random.Random, reply: str, heldout: bool) -> str:
+    """The reply with one of its names replaced: the right shape with the wrong fact."""
+    words = reply.split()
+    caps = [i for i, w in enumerate(words) if w[:1].isupper() and i > 0]
+    if not caps:
+        return other_reply(rng, heldout)
+    i = rng.choice(caps)
+    tail = "".join(c for c in words[i] if not c.isalnum())
+    words[i] = entity(rng, heldout) + tail
+    return " ".join(words)

@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 
 from ...oracle import OracleStream, make_policy
-from ...train.synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue, make_turn_text
+from ...train.synth import (FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue, other_reply,
+                            wrong_version)
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import PAD, START, CompactTokenizer
 
@@ -103,23 +104,6 @@ def _vad(rng: random.Random, d: Dialogue, n: int) -> tuple[np.ndarray, np.ndarra
     return lagged.astype(np.float32), speech
 
 
-def _other_reply(rng: random.Random, heldout: bool) -> str:
-    return make_turn_text(rng, heldout)[2]
-
-
-def _wrong_version(rng: random.Random, reply: str, heldout: bool) -> str:
-    from ...train.synth import entity
-
-    words = reply.split()
-    caps = [i for i, w in enumerate(words) if w[:1].isupper() and i > 0]
-    if not caps:
-        return _other_reply(rng, heldout)
-    i = rng.choice(caps)
-    tail = "".join(c for c in words[i] if not c.isalnum())
-    words[i] = entity(rng, heldout) + tail
-    return " ".join(words)
-
-
 def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool) -> list[tuple[float, str]]:
     """KAME's recipe in spirit: an event every 0.5 s once 2+ words were spoken, hint tiers by how much
     of the turn was heard, the true reply after the final transcript; then the scenario's twist."""
@@ -132,10 +116,10 @@ def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool)
     while t < turn.end:
         frac = (t - turn.start) / dur
         if frac <= 0.5:
-            text = _other_reply(rng, heldout)
+            text = other_reply(rng, heldout)
         else:
             p_true = 0.3 + 0.6 * (frac - 0.5) / 0.5
-            text = turn.reply if rng.random() < p_true else _wrong_version(rng, turn.reply, heldout)
+            text = turn.reply if rng.random() < p_true else wrong_version(rng, turn.reply, heldout)
         if rng.random() > skip_p:
             ev.append((t + rng.uniform(0.08, 0.35), text))
         t += 0.5
@@ -148,7 +132,7 @@ def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool)
         ev = [(a, b) for a, b in ev if b != turn.reply]
         ev.append((final_t + rng.uniform(0.8, 2.5), turn.reply))
     elif scenario == "replaced":
-        ev.append((final_t, _wrong_version(rng, turn.reply, heldout)))
+        ev.append((final_t, wrong_version(rng, turn.reply, heldout)))
         ev.append((final_t + rng.uniform(0.5, 2.0), turn.reply))
     # augmentation: shift events (never before the turn starts), keep them in order
     shifted = []

@@ -78,7 +78,7 @@ class CompactFrontEnd:
             self.model, self.tokenizer, self.meta = pool.model, pool.tokenizer, pool.meta
             self.slot = pool._acquire()
         self.voicer = Voicer(tts) if tts is not None else None
-        self.whole_words = whole_word_pieces(self.tokenizer)
+        self.whole_words = pool.whole_words if pool is not None else whole_word_pieces(self.tokenizer)
         self.reset()
 
     def reset(self) -> None:
@@ -168,6 +168,7 @@ class CompactPool:
             raise ValueError("capacity must be at least 1")
         torch.set_num_threads(threads)
         self.model, self.tokenizer, self.meta = _load(checkpoint)
+        self.whole_words = whole_word_pieces(self.tokenizer)  # once for all of the pool's sessions
         self.capacity = capacity
         self.state = self.model.new_state(capacity)
         self._free = list(range(capacity))
