@@ -68,6 +68,7 @@ class FakeOpenAIServer:
         self.port = site._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
+        self._loop.close()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -8,6 +8,14 @@ from tandem.llm.client import ChatClient, LLMConfig
 from tandem.scheduler import OracleScheduler, SchedulerConfig
 
 
+async def until(condition, timeout_s: float = 5.0) -> None:
+    """Polls instead of sleeping a fixed time: a busy CI machine may take longer than the fake's delay."""
+    deadline = time.perf_counter() + timeout_s
+    while not condition():
+        assert time.perf_counter() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
 def make(srv, **cfg):
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
@@ -29,7 +37,7 @@ async def test_starts_on_two_new_words_not_on_one():
         sched.on_partial("what is the")
         sched.check()
         assert sched.stats["starts"] == 1, "one more word is not enough"
-        await asyncio.sleep(0.2)
+        await until(lambda: "".join(t for k, t in emitted if k == "append").endswith("."))
         assert emitted[0] == ("reset", "")
         assert "".join(t for k, t in emitted if k == "append") == "The answer is Paris."
         prompt = srv.requests[0]["body"]["messages"][-1]["content"]
@@ -56,13 +64,13 @@ async def test_restart_cancels_the_superseded_stream_and_only_the_new_one_speaks
         await asyncio.sleep(0.15)
         sched.on_partial("one two three four")
         sched.check()
-        await asyncio.sleep(0.15)
+        await until(lambda: sum(k == "reset" for k, _ in emitted) == 2)
         cancels = timeline.of_kind(tl.LLM_CANCEL)
         assert [c["stream"] for c in cancels] == [1]
         resets = [i for i, (k, _) in enumerate(emitted) if k == "reset"]
         assert len(resets) == 2
         await sched.aclose()
-        await asyncio.sleep(0.2)
+        await until(lambda: srv.disconnects == 2)
         assert srv.disconnects == 2, "cancelled requests must be closed at the server"
 
 
@@ -87,7 +95,7 @@ async def test_concurrent_streams_adopt_the_first_to_emit_and_cancel_older():
         sched.on_partial("a b c d")
         sched.check()
         assert sched.stats["starts"] == 2 and sched.stats["cancels"] == 0
-        await asyncio.sleep(0.6)
+        await until(lambda: any(e["stream"] == 2 for e in timeline.of_kind(tl.LLM_ADOPT)))
         adopted = [e["stream"] for e in timeline.of_kind(tl.LLM_ADOPT)]
         assert adopted[-1] == 2
         # stream 1 may be adopted first if it emits first; it must then be cancelled by stream 2's adoption
@@ -99,7 +107,7 @@ async def test_errors_are_recorded_and_do_not_raise():
     with FakeOpenAIServer(FakeLLMBehaviour(status=500)) as srv:
         sched, timeline, emitted = make(srv)
         sched.on_final("hello there")
-        await asyncio.sleep(0.2)
+        await until(lambda: bool(timeline.of_kind(tl.LLM_ERROR)))
         assert timeline.of_kind(tl.LLM_ERROR)
         assert emitted == []
         await sched.aclose()
