@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--oracle-policy", default=DEFAULT_POLICY, choices=["kame", "prefix"],
                    help="how the simulated oracles are fed (the model is trained on both)")
 
+    rp = sub.add_parser("replay", help="recorded timelines through compact checkpoints, offline (no Listener, LLM or voice)")
+    rp.add_argument("timelines", type=Path, nargs="+", help="timeline JSON files (from run, bench or serve --record)")
+    rp.add_argument("--checkpoint", type=Path, action="append", default=[],
+                    help="compact checkpoint; repeat to compare several side by side (default: the shipped one)")
+    rp.add_argument("--questions", type=Path, default=None,
+                    help="JSONL with id and answers: count the timelines whose replayed words contain an answer")
+    rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
+
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
     b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
     b.add_argument("--modes", default="cascade", help="comma-separated modes")
@@ -153,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args)
         if args.cmd == "evaluate":
             return _cmd_evaluate(args)
+        if args.cmd == "replay":
+            return _cmd_replay(args)
         if args.cmd == "bench":
             from .bench import run_bench
 
@@ -233,6 +243,46 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(text)
     if args.out:
         args.out.write_text(text)
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    import json
+
+    from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
+    from .frontends.compact.replay import replay, summarize
+    from .timeline import load
+
+    answers: dict[str, list[str]] = {}
+    if args.questions:
+        for line in args.questions.read_text().splitlines():
+            if line.strip():
+                q = json.loads(line)
+                answers[q["id"]] = q["answers"]
+    timelines = []
+    for path in args.timelines:
+        try:
+            tl = load(path)
+        except (OSError, ValueError) as e:
+            raise TandemError(f"{path}: not a readable timeline ({e})") from e
+        if not tl.get("frames", {}).get("oracle_token"):
+            raise TandemError(f"{path}: the timeline has no frames to replay")
+        timelines.append((tl.get("meta", {}).get("question_id") or path.stem, tl))
+    report = {}
+    for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
+        fe = CompactFrontEnd(ck)
+        results = [replay(tl, fe, name) for name, tl in timelines]
+        print(f"== {ck}")
+        for r in results:
+            turn = "-" if r.turn_frames_after_end is None else f"{r.turn_frames_after_end:+d}"
+            print(f"{r.name[:24]:24} turn {turn:>4}  {r.said[:90]}")
+        summary = summarize(results, answers)
+        print(json.dumps(summary))
+        report[str(ck)] = {"summary": summary, "runs": [
+            {"name": r.name, "said": r.said, "recorded_said": r.recorded_said, "turn_frames_after_vad_end":
+             r.turn_frames_after_end, "vad_source": r.inputs.vad_source} for r in results]}
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
     return 0
 
 

@@ -15,6 +15,7 @@ import itertools
 import re
 import logging
 from collections import deque
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,6 +23,7 @@ from . import timeline as tl
 from .conversation import Conversation
 from .llm.client import ChatClient, LLMError
 from .llm.prompt import oracle_messages
+from .llm.role_guard import RoleEchoGuard
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class _Stream:
     started_t: float = 0.0
     first_token_t: float | None = None
     text: str = ""
+    emitted: bool = False  # some of its reply got past the role guard
 
 
 class OracleScheduler:
@@ -138,20 +141,25 @@ class OracleScheduler:
         self.timeline.add(tl.LLM_CANCEL, stream=sid, reason=reason)
 
     async def _run(self, st: _Stream, messages: list[dict[str, str]]) -> None:
+        guard = RoleEchoGuard()
         try:
-            async for delta in self.client.stream(messages, max_tokens=self.config.max_tokens):
-                if st.sid not in self._live:
-                    return
-                if st.first_token_t is None:
-                    st.first_token_t = self.timeline.clock()
-                    self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
-                                      ttft_s=round(st.first_token_t - st.started_t, 4))
-                    self._adopt(st)
-                st.text += delta
-                if self._adopted == st.sid:
-                    self.emit("append", delta)
-                    self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=delta)
-            self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text)
+            async with aclosing(self.client.stream(messages, max_tokens=self.config.max_tokens)) as deltas:
+                async for delta in deltas:
+                    if st.sid not in self._live:
+                        return
+                    if st.first_token_t is None:
+                        st.first_token_t = self.timeline.clock()
+                        self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
+                                          ttft_s=round(st.first_token_t - st.started_t, 4))
+                    st.text += delta
+                    self._pass_on(st, guard.push(delta))
+                    if guard.stopped:
+                        break  # closing the stream closes the request, as a cancel does
+            if st.sid not in self._live:
+                return
+            self._pass_on(st, guard.flush())
+            self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text,
+                              **({"cut": "role marker"} if guard.stopped else {}))
             if self._adopted == st.sid:
                 self.emit("end", "")
         except asyncio.CancelledError:
@@ -162,6 +170,18 @@ class OracleScheduler:
             log.warning("oracle LLM stream %d failed: %s", st.sid, e)
         finally:
             self._live.pop(st.sid, None)
+
+    def _pass_on(self, st: _Stream, text: str) -> None:
+        """Reply text of a stream: the first adopts the stream (a reply that never gets past the
+        guard never replaces the one being spoken); the adopted stream's text goes to the oracle."""
+        if not text:
+            return
+        if not st.emitted:
+            st.emitted = True
+            self._adopt(st)
+        if self._adopted == st.sid:
+            self.emit("append", text)
+            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=text)
 
     def _adopt(self, st: _Stream) -> None:
         if self._adopted is not None and self._adopted > st.sid:

@@ -137,3 +137,27 @@ async def test_kame_word_count_rule_alone_when_revisions_are_off():
         sched.check()
         assert sched.stats["starts"] == 1
         await sched.aclose()
+
+
+async def test_an_echoed_dialogue_line_ends_the_oracle_and_closes_the_request():
+    echo = FakeLLMBehaviour(tokens=[" The", " user", ":", " who", " wrote", " it"] + [" x"] * 40, token_delay_s=0.01)
+    with FakeOpenAIServer(echo) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("who wrote it")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert "".join(t for k, t in emitted if k == "append").strip() == "The"
+        assert emitted[-1] == ("end", "")
+        assert timeline.of_kind(tl.LLM_DONE)[0]["cut"] == "role marker"
+        await until(lambda: srv.disconnects == 1)
+        assert srv.tokens_sent < 46, "the server stops generating"
+        await sched.aclose()
+
+
+async def test_a_reply_that_is_only_a_dialogue_line_never_replaces_the_oracle():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["user", ":", " what", " is"])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("what is it")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert emitted == [], "no reset: the front-end keeps the oracle it had"
+        assert not timeline.of_kind(tl.LLM_ADOPT)
+        await sched.aclose()

@@ -27,6 +27,8 @@ from .tokenizer import PAD, START, CompactTokenizer
 FPS = 12.5
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
+LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
+LATE_START_MAX = 6  # frames; a live model that let its moment pass must still take the turn, not fall silent
 SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
 
@@ -58,6 +60,7 @@ class Example:
     turns: list[TurnInfo]
     src: np.ndarray | None = None  # per frame: the frame whose oracle token the target copies, else -1
     policy: str = "kame"
+    weight: np.ndarray | None = None  # per frame: 0 where the target must not be trained, else 1
 
 
 def _partials(rng: random.Random, turn: Turn) -> list[tuple[float, str]]:
@@ -225,7 +228,11 @@ class _Teacher:
 
 def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
                   dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
-                  policy: str | None = None) -> Example:
+                  policy: str | None = None, late_start_p: float = 0.0) -> Example:
+    """`late_start_p`: the share of turns whose reply starts 1..LATE_START_MAX frames after the usual
+    decision frame, with the silent frames in between left out of the loss. The teacher always
+    starts on time, so without these a model that once stays silent a frame too long has never
+    seen that state, and it then stays silent for the whole turn."""
     d = dialogue or make_dialogue(rng, heldout)
     policy = policy or rng.choices(list(TRAIN_POLICIES), weights=list(TRAIN_POLICIES.values()))[0]
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
@@ -279,15 +286,20 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
         return frames[k - 1] if k else None
 
     src = np.full(n, -1, np.int64)
+    weight = np.ones(n, np.float32)
     teacher = _Teacher(tok, rng)
     for ti, info in enumerate(infos):
         start = info.end_frame + DECISION_DELAY
         stop = infos[ti + 1].start_frame if ti + 1 < len(infos) else n  # the user speaks again: stop
+        if late_start_p and rng.random() < late_start_p:
+            late = min(rng.randint(1, LATE_START_MAX), max(0, min(stop, n) - start - 1))
+            weight[start:start + late] = 0.0
+            start += late
         if start >= n:
             continue
         vis = [(f, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
         info.reply_start = teacher.run(target, src, start, min(stop, n), vis, visible)
-    return Example(user, vad.astype(np.float32), oracle, target, speech, infos, src, policy)
+    return Example(user, vad.astype(np.float32), oracle, target, speech, infos, src, policy, weight)
 
 
 def vad_buckets(vad: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ...train.synth import FALLBACKS, OPENERS, REPAIR, make_dialogue
-from .data import build_example, vad_buckets
+from .data import LATE_START_P, build_example, vad_buckets
 from .model import CompactConfig, CompactLM
 from .tokenizer import PAD, CompactTokenizer
 
@@ -77,7 +77,7 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
     mask = np.zeros((n, seq), np.float32)
     src = np.full((n, seq), -1, np.int64)
     for b in range(n):
-        ex = build_example(rng, tok, heldout=heldout)
+        ex = build_example(rng, tok, heldout=heldout, late_start_p=LATE_START_P)
         L = len(ex.target)
         s = rng.randrange(0, L - seq + 1) if L > seq else 0
         e = min(L, s + seq)
@@ -86,7 +86,7 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
         vad[b, :k] = vad_buckets(ex.vad[s:e])
         oracle[b, :k] = ex.oracle[s:e]
         target[b, :k] = ex.target[s:e]
-        mask[b, :k] = 1.0
+        mask[b, :k] = 1.0 if ex.weight is None else ex.weight[s:e]
         if ex.src is not None:
             rel = ex.src[s:e] - s
             src[b, :k] = np.where((ex.src[s:e] >= 0) & (rel >= 0), rel, -1)

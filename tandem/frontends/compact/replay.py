@@ -1,0 +1,138 @@
+"""Replay a recorded session through a compact checkpoint, with no Listener, LLM or voice.
+
+A timeline holds everything the front-end was given: the transcript the Listener had at each
+frame (its partial and final events), the oracle token of each frame, and (timelines written since
+the `vad` frame field) the voice activity each step saw. For older timelines the voice activity is
+recomputed from the session's input audio with the Listener's own VAD, one frame late as in a live
+session. The oracle stream does not depend on what the front-end says, so stepping another
+checkpoint on the same inputs shows what it would have said to the very same back-end.
+
+This is how a real failure (a turn never taken, a garbled copy) is studied offline, and how a new
+checkpoint is compared with the shipped one on real traces before a benchmark is run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
+from ...frontend import UserFrame
+from .frontend import CompactFrontEnd
+from .tokenizer import END
+
+VAD_LAG_FRAMES = 1  # a live step sees the Listener's report on the frame before
+
+
+@dataclass
+class ReplayInputs:
+    transcripts: list[str]
+    vad: list[float]
+    oracle: list[int]
+    speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
+    vad_source: str  # "timeline" or "audio"
+
+
+@dataclass
+class ReplayResult:
+    name: str
+    tokens: list[int]
+    said: str
+    turn_frame: int | None  # first frame with a word after the end of the user's speech
+    turn_frames_after_end: int | None
+    recorded_said: str
+    inputs: ReplayInputs = field(repr=False)
+
+
+def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FRAMES) -> list[float]:
+    """The per-frame voice activity a live session would have reported: the Listener's Silero VAD
+    on 16 kHz audio, the highest window probability of each frame's chunk, `lag` frames late."""
+    from ...listener.vad import VadSegmenter
+
+    seg = VadSegmenter()
+    audio16 = resample(samples_24k, SAMPLE_RATE, STT_SAMPLE_RATE)
+    chunk = int(round(FRAME_SAMPLES * STT_SAMPLE_RATE / SAMPLE_RATE))
+    per_frame: list[float] = []
+    for k in range(n_frames):
+        probs, _ = seg.feed(audio16[k * chunk:(k + 1) * chunk])
+        per_frame.append(max(probs) if probs else seg.last_prob)
+    return [0.0] * lag + per_frame[:max(0, n_frames - lag)]
+
+
+def inputs_from_timeline(tl: dict[str, Any], audio_path: str | Path | None = None) -> ReplayInputs:
+    frames = tl["frames"]
+    times: list[float] = frames["t"]
+    n = len(times)
+    updates = sorted((e["t"], e["kind"], e.get("text", "")) for e in tl["events"] if e["kind"] in ("partial", "final"))
+    transcripts, text, i = [], "", 0
+    for t in times:
+        while i < len(updates) and updates[i][0] <= t:
+            _, kind, new = updates[i]
+            if kind == "partial" or new.strip():  # as the session does: an empty final keeps the partial
+                text = new
+            i += 1
+        transcripts.append(text)
+    recorded = frames.get("vad") or []
+    if len(recorded) == n and all(v >= 0 for v in recorded):
+        vad, source = [float(v) for v in recorded], "timeline"
+    else:
+        path = audio_path or tl.get("meta", {}).get("input")
+        if not path:
+            raise ValueError("this timeline records no voice activity and names no input audio; pass the wav")
+        vad, source = vad_from_audio(load_input(path, allow_silent=True).samples, n), "audio"
+    # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
+    ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
+    end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
+    return ReplayInputs(transcripts, vad, [int(o) for o in frames["oracle_token"]], end_frame, source)
+
+
+def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
+           audio_path: str | Path | None = None) -> ReplayResult:
+    """Steps `front_end` (built without a voice) over the recorded inputs; deterministic."""
+    inp = inputs_from_timeline(tl, audio_path)
+    front_end.reset()
+    silent = np.zeros(FRAME_SAMPLES, np.float32)
+    texts: list[str] = []
+    turn = None
+    with torch.inference_mode():
+        for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=v > 0.5, transcript=tr), o)
+            texts += out.text
+            if turn is None and inp.speech_end_frame is not None and k >= inp.speech_end_frame \
+                    and front_end.prev > END:
+                turn = k
+    tokens = list(front_end.emitted)
+    recorded = " ".join(t for t in tl["frames"].get("text", []) if t)
+    return ReplayResult(name=name, tokens=tokens, said=" ".join(texts), turn_frame=turn,
+                        turn_frames_after_end=None if turn is None else turn - inp.speech_end_frame,
+                        recorded_said=recorded, inputs=inp)
+
+
+def said_answer(said: str, answers: list[str]) -> bool:
+    """An accepted answer among the words the front-end said (text, not audio: no Whisper needed)."""
+    from ...scoring import normalize
+
+    words = normalize(said).split()
+    for ans in answers:
+        parts = normalize(ans).split()
+        if parts and any(words[i:i + len(parts)] == parts for i in range(len(words))):
+            return True
+    return False
+
+
+def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dict[str, Any]:
+    """Turns taken, how soon, and (where the question's answers are known) answers said."""
+    ended = [r for r in results if r.inputs.speech_end_frame is not None]
+    taken = [r.turn_frames_after_end for r in ended if r.turn_frames_after_end is not None]
+    scored = [r for r in results if r.name in answers]
+    return {
+        "timelines": len(results),
+        "turns_taken": len(taken),
+        "turns_missed": len(ended) - len(taken),
+        "turn_frames_after_vad_end_median": float(np.median(taken)) if taken else None,
+        "answers_said": sum(said_answer(r.said, answers[r.name]) for r in scored),
+        "answers_scored": len(scored),
+    }

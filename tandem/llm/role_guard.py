@@ -1,0 +1,63 @@
+"""Stops an oracle where a small LLM starts writing the dialogue transcript instead of a reply.
+
+The oracle prompt shows the conversation as "user: ..." lines, and small models (SmolLM2 among
+them) sometimes answer "The user: who wrote the novel 1984." or run on into the next "user:" turn.
+Fed to the front-end, that is read aloud. The guard passes text through as it streams, strips a
+leading "assistant:", and ends the reply at the first role marker after it. A tail that could be
+the start of a marker ("The us") is held back until the next piece shows what it is.
+"""
+from __future__ import annotations
+
+import re
+
+ROLES = ("user", "assistant")
+_MARKER = re.compile(r"(?<![A-Za-z])(?:user|assistant)\s*:", re.IGNORECASE)
+_LEADING_ASSISTANT = re.compile(r"^\s*assistant\s*:\s*", re.IGNORECASE)
+
+
+def _held_tail(text: str) -> int:
+    """Index where a possible unfinished role marker begins at the end of `text` (len if none)."""
+    for i in range(len(text) - 1, max(-1, len(text) - 12), -1):
+        if i > 0 and text[i - 1].isalpha():
+            continue
+        tail = re.sub(r"\s+", "", text[i:].lower())
+        if tail and any(r + ":" != tail and (r + ":").startswith(tail) for r in ROLES):
+            return i
+    return len(text)
+
+
+class RoleEchoGuard:
+    def __init__(self) -> None:
+        self._pending = ""
+        self._started = False  # some reply text has been passed on
+        self.stopped = False
+
+    def push(self, delta: str) -> str:
+        """The text that may be passed on now; after a marker, `stopped` is set and nothing more passes."""
+        if self.stopped:
+            return ""
+        self._pending += delta
+        if not self._started:
+            m = _LEADING_ASSISTANT.match(self._pending)
+            if m:
+                self._pending = self._pending[m.end():]
+        m = _MARKER.search(self._pending)
+        if m:
+            self.stopped = True
+            out, self._pending = self._pending[:m.start()], ""
+            return self._emit(out.rstrip())
+        cut = _held_tail(self._pending)
+        out, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._emit(out)
+
+    def flush(self) -> str:
+        """At the end of the stream: whatever was held back was not a marker."""
+        out, self._pending = ("" if self.stopped else self._pending), ""
+        return self._emit(out)
+
+    def _emit(self, text: str) -> str:
+        if not self._started:
+            if not text.strip():
+                return ""
+            self._started = True
+        return text

@@ -1,0 +1,99 @@
+"""Replaying recorded timelines through a compact checkpoint, offline."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tandem import timeline as tl
+from tandem.audio import FRAME_S, write_mono
+from tandem.frontend import UserFrame
+from tandem.frontends.compact.frontend import CompactFrontEnd
+from tandem.frontends.compact.replay import inputs_from_timeline, replay, said_answer, summarize
+from tandem.frontends.compact.tokenizer import PAD, START
+from tandem.oracle import OracleStream, make_policy
+from tandem.voices import speak
+
+
+def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: list[float],
+                   oracle_at: tuple[int, str], speech_end_s: float) -> dict:
+    """Steps a front-end the way a live session does (the latest transcript, this frame's VAD and
+    oracle token) and writes down what a session's timeline holds."""
+    timeline = tl.Timeline(lambda: 0.0)
+    stream = OracleStream(START, PAD, make_policy("prefix"))
+    for t, text in partials:
+        timeline.add(tl.PARTIAL, t=t, text=text)
+    timeline.add(tl.VAD_END, t=speech_end_s + 0.4, audio_s=speech_end_s)
+    fe.reset()
+    text = ""
+    for k, v in enumerate(vad):
+        t = k * FRAME_S
+        text = max(((pt, s) for pt, s in partials if pt <= t), default=(0.0, text))[1]
+        if k == oracle_at[0]:
+            stream.reset(k)
+            stream.append(fe.tokenizer.encode(oracle_at[1]), k)
+        otok = stream.token(k)
+        out = fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5, text), otok)
+        timeline.add_frame(t, 0.0, 1.0, otok, " ".join(out.text), v)
+    return timeline.to_dict()
+
+
+@pytest.fixture(scope="module")
+def fe():
+    return CompactFrontEnd()
+
+
+def test_replay_reproduces_what_the_session_said(fe):
+    partials = [(0.5, "What is"), (0.9, "What is the capital"), (1.3, "What is the capital of France"),
+                (1.9, "What is the capital of France?")]
+    vad = [1.0] * 20 + [0.02] * 50
+    rec = record_session(fe, partials, vad, (14, "The capital of France is Paris."), speech_end_s=20 * FRAME_S)
+    rec = json.loads(json.dumps(rec))  # as read back from disk
+    r = replay(rec, fe, "q")
+    assert r.inputs.vad_source == "timeline"
+    assert r.said.split() == r.recorded_said.split()
+    assert "Paris" in r.said
+    assert r.turn_frames_after_end is not None and 0 <= r.turn_frames_after_end <= 4
+    assert summarize([r], {"q": ["Paris"]}) == {
+        "timelines": 1, "turns_taken": 1, "turns_missed": 0, "turn_frames_after_vad_end_median":
+        float(r.turn_frames_after_end), "answers_said": 1, "answers_scored": 1}
+
+
+def test_transcript_per_frame_follows_the_listener_events_and_an_empty_final_keeps_the_partial():
+    frames = {"t": [k * FRAME_S for k in range(6)], "oracle_token": [PAD] * 6, "vad": [1.0] * 6, "text": [""] * 6}
+    events = [{"t": 0.1, "kind": "partial", "text": "hello"}, {"t": 0.2, "kind": "partial", "text": "hello there"},
+              {"t": 0.3, "kind": "final", "text": ""}]
+    inp = inputs_from_timeline({"frames": frames, "events": events})
+    assert inp.transcripts == ["", "", "hello", "hello there", "hello there", "hello there"]
+    assert inp.speech_end_frame is None
+
+
+def test_old_timelines_get_their_voice_activity_from_the_input_audio(tmp_path):
+    q = speak("What is the capital of France?", "flite", lead_s=0.5, tail_s=1.0)
+    wav = tmp_path / "q.wav"
+    write_mono(wav, q)
+    n = int(len(q) / 24000 / FRAME_S)
+    frames = {"t": [k * FRAME_S for k in range(n)], "oracle_token": [PAD] * n, "text": [""] * n}
+    inp = inputs_from_timeline({"frames": frames, "events": [], "meta": {"input": str(wav)}})
+    assert inp.vad_source == "audio"
+    vad = np.array(inp.vad)
+    assert vad[:5].max() < 0.3, "silent lead-in"
+    assert vad[10:20].mean() > 0.8, "speech"
+    assert vad[-5:].max() < 0.3, "silent tail"
+    with pytest.raises(ValueError, match="voice activity"):
+        inputs_from_timeline({"frames": frames, "events": []})
+
+
+def test_said_answer_matches_whole_words():
+    assert said_answer("The capital is New Delhi.", ["New Delhi"])
+    assert not said_answer("The capital is Newy.", ["New Delhi"])
+    assert not said_answer("Parisian food", ["Paris"])
+
+
+def test_cli_rejects_a_file_that_is_not_a_timeline(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = subprocess.run([sys.executable, "-m", "tandem", "replay", str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "not a readable timeline" in r.stderr
