@@ -200,3 +200,11 @@ class FakeTTS:
 
 
 __all__ = ["FRAME_S", "FakeOpenAIServer", "FakeLLMBehaviour", "FakeListener", "FakeFrontEnd", "FakeTTS", "FakeTokenizer"]
+
+
+async def until(condition, timeout_s: float = 5.0) -> None:
+    """Polls instead of sleeping a fixed time: a busy CI machine may take longer than a fake's delay."""
+    deadline = time.perf_counter() + timeout_s
+    while not condition():
+        assert time.perf_counter() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)

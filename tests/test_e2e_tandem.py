@@ -7,6 +7,8 @@ import pytest
 import soundfile as sf
 
 from tandem.audio import write_mono
+from tandem.frontends.compact.frontend import CompactFrontEnd
+from tandem.frontends.compact.replay import replay
 from tandem.scoring import Transcriber, find_answer, speech_end_of
 from tandem.timeline import load as load_timeline
 from tandem.voices import speak
@@ -34,6 +36,11 @@ def test_tandem_takes_its_turn_quickly_with_oracles_fed(tmp_path):
     loud = np.flatnonzero(np.abs(assistant[int(end * 24000):]) > 0.01)
     assert len(loud) and loud[0] / 24000 < 1.0, "the front-end takes its turn quickly"
     assert sum(1 for t in tl["frames"]["late_ms"] if t > 80) == 0
+    # the recorded timeline holds everything the front-end was given: replayed offline, the same
+    # checkpoint takes its turn and starts with the same word
+    r = replay(tl, CompactFrontEnd(), "q")
+    assert r.inputs.vad_source == "timeline"
+    assert r.turn_frames_after_end is not None and r.said.split()[:1] == r.recorded_said.split()[:1]
 
 
 @pytest.mark.xfail(reason="known gap (docs/COMPACT.md): with real LLM oracles the compact model still garbles "

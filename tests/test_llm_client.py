@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from fakes import FakeLLMBehaviour, FakeOpenAIServer
+from fakes import FakeLLMBehaviour, FakeOpenAIServer, until
 from tandem.llm.client import ChatClient, LLMConfig, LLMError, chat_endpoint, parse_sse_line
 from tandem.llm.local_server import free_port
 
@@ -93,10 +93,9 @@ async def test_cancelling_a_stream_really_stops_the_request():
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.3)
+        await until(lambda: srv.disconnects == 1)  # the server must see the client go away
         sent_at_cancel = srv.tokens_sent
         await asyncio.sleep(0.3)
-        assert srv.disconnects == 1, "the server must see the client go away"
         assert srv.tokens_sent == sent_at_cancel < 100, "the server must stop generating"
         assert srv.completed == 0
         await client.aclose()

@@ -1,19 +1,11 @@
 import asyncio
 import time
 
-from fakes import FakeLLMBehaviour, FakeOpenAIServer
+from fakes import FakeLLMBehaviour, FakeOpenAIServer, until
 from tandem import timeline as tl
 from tandem.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.scheduler import OracleScheduler, SchedulerConfig
-
-
-async def until(condition, timeout_s: float = 5.0) -> None:
-    """Polls instead of sleeping a fixed time: a busy CI machine may take longer than the fake's delay."""
-    deadline = time.perf_counter() + timeout_s
-    while not condition():
-        assert time.perf_counter() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 def make(srv, **cfg):
