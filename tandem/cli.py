@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="compact checkpoint; repeat to compare several side by side (default: the shipped one)")
     rp.add_argument("--questions", type=Path, default=None,
                     help="JSONL with id and answers: count the timelines whose replayed words contain an answer")
+    rp.add_argument("--oracle-policy", default=None, choices=sorted(POLICIES),
+                    help="feed the recorded oracle text with this policy (default: the one each timeline recorded)")
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
 
     b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
@@ -271,7 +273,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report = {}
     for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
         fe = CompactFrontEnd(ck)
-        results = [replay(tl, fe, name) for name, tl in timelines]
+        results = [replay(tl, fe, name, policy=args.oracle_policy) for name, tl in timelines]
         print(f"== {ck}")
         for r in results:
             turn = "-" if r.turn_frames_after_end is None else f"{r.turn_frames_after_end:+d}"

@@ -27,12 +27,18 @@ def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: 
     timeline.add(tl.VAD_END, t=speech_end_s + 0.4, audio_s=speech_end_s)
     fe.reset()
     text = ""
+    timeline.meta["oracle_policy"] = "prefix"
     for k, v in enumerate(vad):
         t = k * FRAME_S
+        timeline.current_frame = k
         text = max(((pt, s) for pt, s in partials if pt <= t), default=(0.0, text))[1]
         if k == oracle_at[0]:
             stream.reset(k)
-            stream.append(fe.tokenizer.encode(oracle_at[1]), k)
+            timeline.add(tl.ORACLE_RESET)
+            for word in oracle_at[1].split(" "):  # handed over word by word, as a session does
+                ids = fe.tokenizer.encode(word)
+                stream.append(ids, k)
+                timeline.add(tl.ORACLE_APPEND, text=word, tokens=ids)
         otok = stream.token(k)
         out = fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5, text), otok)
         timeline.add_frame(t, 0.0, 1.0, otok, " ".join(out.text), v)
@@ -48,7 +54,7 @@ def test_replay_reproduces_what_the_session_said(fe):
     partials = [(0.5, "What is"), (0.9, "What is the capital"), (1.3, "What is the capital of France"),
                 (1.9, "What is the capital of France?")]
     vad = [1.0] * 20 + [0.02] * 50
-    rec = record_session(fe, partials, vad, (14, "The capital of France is Paris."), speech_end_s=20 * FRAME_S)
+    rec = record_session(fe, partials, vad, (10, "The capital of France is Paris."), speech_end_s=20 * FRAME_S)
     rec = json.loads(json.dumps(rec))  # as read back from disk
     r = replay(rec, fe, "q")
     assert r.inputs.vad_source == "timeline"
@@ -60,29 +66,29 @@ def test_replay_reproduces_what_the_session_said(fe):
         float(r.turn_frames_after_end), "answers_said": 1, "answers_scored": 1}
 
 
-def test_transcript_per_frame_follows_the_listener_events_and_an_empty_final_keeps_the_partial():
+def test_transcript_per_frame_follows_the_listener_events_and_an_empty_final_keeps_the_partial(fe):
     frames = {"t": [k * FRAME_S for k in range(6)], "oracle_token": [PAD] * 6, "vad": [1.0] * 6, "text": [""] * 6}
     events = [{"t": 0.1, "kind": "partial", "text": "hello"}, {"t": 0.2, "kind": "partial", "text": "hello there"},
               {"t": 0.3, "kind": "final", "text": ""}]
-    inp = inputs_from_timeline({"frames": frames, "events": events})
+    inp = inputs_from_timeline({"frames": frames, "events": events}, fe.tokenizer)
     assert inp.transcripts == ["", "", "hello", "hello there", "hello there", "hello there"]
     assert inp.speech_end_frame is None
 
 
-def test_old_timelines_get_their_voice_activity_from_the_input_audio(tmp_path):
+def test_old_timelines_get_their_voice_activity_from_the_input_audio(tmp_path, fe):
     q = speak("What is the capital of France?", "flite", lead_s=0.5, tail_s=1.0)
     wav = tmp_path / "q.wav"
     write_mono(wav, q)
     n = int(len(q) / 24000 / FRAME_S)
     frames = {"t": [k * FRAME_S for k in range(n)], "oracle_token": [PAD] * n, "text": [""] * n}
-    inp = inputs_from_timeline({"frames": frames, "events": [], "meta": {"input": str(wav)}})
+    inp = inputs_from_timeline({"frames": frames, "events": [], "meta": {"input": str(wav)}}, fe.tokenizer)
     assert inp.vad_source == "audio"
     vad = np.array(inp.vad)
     assert vad[:5].max() < 0.3, "silent lead-in"
     assert vad[10:20].mean() > 0.8, "speech"
     assert vad[-5:].max() < 0.3, "silent tail"
     with pytest.raises(ValueError, match="voice activity"):
-        inputs_from_timeline({"frames": frames, "events": []})
+        inputs_from_timeline({"frames": frames, "events": []}, fe.tokenizer)
 
 
 def test_said_answer_matches_whole_words():

@@ -1,8 +1,10 @@
 """Replay a recorded session through a compact checkpoint, with no Listener, LLM or voice.
 
 A timeline holds everything the front-end was given: the transcript the Listener had at each
-frame (its partial and final events), the oracle token of each frame, and (timelines written since
-the `vad` frame field) the voice activity each step saw. For older timelines the voice activity is
+frame (its partial and final events), the oracle text handed over at each frame (its oracle reset
+and append events), and (timelines written since the `vad` frame field) the voice activity each
+step saw. The oracle stream is rebuilt from that text with the replaying checkpoint's tokenizer
+(a retrained checkpoint has its own) and the recorded or another oracle policy. For older timelines the voice activity is
 recomputed from the session's input audio with the Listener's own VAD, one frame late as in a live
 session. The oracle stream does not depend on what the front-end says, so stepping another
 checkpoint on the same inputs shows what it would have said to the very same back-end.
@@ -21,6 +23,8 @@ import torch
 
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
 from ...frontend import UserFrame
+from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
+from ...timeline import ORACLE_APPEND, ORACLE_RESET
 from .frontend import CompactFrontEnd
 from .tokenizer import END
 
@@ -62,7 +66,29 @@ def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FR
     return [0.0] * lag + per_frame[:max(0, n_frames - lag)]
 
 
-def inputs_from_timeline(tl: dict[str, Any], audio_path: str | Path | None = None) -> ReplayInputs:
+def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> list[int]:
+    """Per frame, the oracle token a session with `tokenizer` and `policy` (default: the recorded
+    one) would have fed, from the recorded oracle events; all PAD when there were none."""
+    n = len(tl["frames"]["t"])
+    stream = OracleStream(tokenizer.start_id, tokenizer.pad_id,
+                          make_policy(policy or tl.get("meta", {}).get("oracle_policy") or DEFAULT_POLICY))
+    by_frame: dict[int, list[dict[str, Any]]] = {}
+    for e in tl["events"]:
+        if e["kind"] in (ORACLE_RESET, ORACLE_APPEND):
+            by_frame.setdefault(int(e["frame"]), []).append(e)
+    out = []
+    for k in range(n):
+        for e in by_frame.get(k, []):
+            if e["kind"] == ORACLE_RESET:
+                stream.reset(k)
+            else:
+                stream.append(tokenizer.encode(e["text"]), k)
+        out.append(stream.token(k))
+    return out
+
+
+def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path | None = None,
+                         policy: str | None = None) -> ReplayInputs:
     frames = tl["frames"]
     times: list[float] = frames["t"]
     n = len(times)
@@ -86,13 +112,13 @@ def inputs_from_timeline(tl: dict[str, Any], audio_path: str | Path | None = Non
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    return ReplayInputs(transcripts, vad, [int(o) for o in frames["oracle_token"]], end_frame, source)
+    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source)
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
-           audio_path: str | Path | None = None) -> ReplayResult:
+           audio_path: str | Path | None = None, policy: str | None = None) -> ReplayResult:
     """Steps `front_end` (built without a voice) over the recorded inputs; deterministic."""
-    inp = inputs_from_timeline(tl, audio_path)
+    inp = inputs_from_timeline(tl, front_end.tokenizer, audio_path, policy)
     front_end.reset()
     silent = np.zeros(FRAME_SAMPLES, np.float32)
     texts: list[str] = []
