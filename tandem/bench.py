@@ -236,11 +236,17 @@ def run_bench(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     for p in policies:
         make_policy(p)  # an unknown name fails before any audio is made
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint is not None and getattr(args, "front_end", "compact") != "compact":
+        raise TandemError("--checkpoint is for the compact front-end (the moshi one takes --moshi-weights)")
+    if checkpoint is not None and not Path(checkpoint).exists():
+        raise TandemError(f"no checkpoint at {checkpoint}")
+    fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
     variants = [(m, p) for m in modes for p in (policies if m == "tandem" else [None])]
     if any(m in ("tandem", "frontend") for m in modes):
         from . import frontend
 
-        frontend.build(getattr(args, "front_end", "compact"))
+        frontend.build(getattr(args, "front_end", "compact"), **fe_kwargs)
     out = args.out.resolve()
     (out / "audio").mkdir(parents=True, exist_ok=True)
     (out / "timelines").mkdir(exist_ok=True)
@@ -265,7 +271,8 @@ def run_bench(args: argparse.Namespace) -> int:
                                                "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
                         try:
                             res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode),
-                                              front_end_name=args.front_end, oracle_policy=policy or DEFAULT_POLICY,
+                                              front_end_name=args.front_end, front_end_kwargs=fe_kwargs,
+                                              oracle_policy=policy or DEFAULT_POLICY,
                                               meta={"input": str(in_wav), "question_id": q.id})
                             out_wav = out / "audio" / f"{stem}.wav"
                             tl_path = out / "timelines" / f"{stem}.json"
@@ -284,6 +291,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 load.__exit__(None, None, None)
     summary = summarize_runs(runs)
     extra = {"questions": len(questions), "voice": args.voice, "policy": args.policy,
+             "checkpoint": str(checkpoint) if checkpoint is not None else "shipped",
              "peak_rss_mb_all_processes": round(mem.peak_mb, 1), "wall_s": round(time.time() - t_start, 1),
              "llm": stack.llm_config.endpoint if stack.llm_config else None, "llm_load": bool(load)}
     if load:

@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="oracle policy for tandem mode; several, comma-separated, are compared side by side "
                         f"({', '.join(POLICIES)})")
     b.add_argument("--front-end", default="compact")
+    b.add_argument("--checkpoint", type=Path, default=None, help="compact front-end checkpoint (default: the shipped one)")
     b.add_argument("--llm-load", action="store_true",
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
     _add_llm_args(b)

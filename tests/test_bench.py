@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tandem import bench
+from tandem.errors import TandemError
 from tandem.audio import FRAME_S
 from tandem.runner import RunResult
 from tandem.scoring import Word
@@ -98,6 +99,17 @@ def test_unknown_policy_fails_before_any_audio(tmp_path, monkeypatch):
                               policy="kame,nope", out=tmp_path / "out", voice="espeak", tail=1.0, front_end="compact",
                               llm_url=None, llm_model=None, llm_load=False)
     with pytest.raises(ValueError, match="unknown oracle policy"):
+        bench.run_bench(args)
+    assert not (tmp_path / "out" / "audio").exists()
+
+
+def test_a_missing_checkpoint_fails_before_any_audio(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "Stack", FakeStack)
+    monkeypatch.setattr(bench, "Transcriber", FakeTranscriber)
+    args = argparse.Namespace(questions=write_questions(tmp_path / "q.jsonl"), limit=None, modes="tandem",
+                              policy="prefix", out=tmp_path / "out", voice="espeak", tail=1.0, front_end="compact",
+                              llm_url=None, llm_model=None, llm_load=False, checkpoint=tmp_path / "nope.pt")
+    with pytest.raises(TandemError, match="no checkpoint"):
         bench.run_bench(args)
     assert not (tmp_path / "out" / "audio").exists()
 

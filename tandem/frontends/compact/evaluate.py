@@ -12,15 +12,17 @@ import torch
 
 from ...oracle import DEFAULT_POLICY
 from ...train.synth import make_dialogue
-from .data import Example, build_example, vad_buckets
+from .data import DECISION_DELAY, Example, build_example, vad_buckets
 from .model import CompactLM
 from .tokenizer import END, PAD, CompactTokenizer
 
 ONSET_FRAMES = 4
+MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent to test a missed turn
 
 
-def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True) -> np.ndarray:
-    """Decode one example in streaming mode; returns the output token per frame."""
+def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0)) -> np.ndarray:
+    """Decode one example in streaming mode; returns the output token per frame. Frames in
+    `silent` are forced to PAD, as if the model had chosen silence there."""
     st = model.new_state(1)
     out = np.zeros(len(ex.target), np.int64)
     prev = PAD
@@ -28,9 +30,19 @@ def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True) -> np.ndar
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
         logp = model.step(st, torch.tensor(ex.user[f][None]), torch.tensor([vb[f]]), torch.tensor([o]), torch.tensor([prev]))
-        prev = int(torch.argmax(logp, -1)[0])
+        prev = PAD if f in silent else int(torch.argmax(logp, -1)[0])
         out[f] = prev
     return out
+
+
+def recovers_from_a_missed_turn(model: CompactLM, ex: Example) -> bool:
+    """With its first MISSED_FRAMES frames after the end of speech forced silent (a live model that
+    let its moment pass, as greedy decoding on real input sometimes does), does it still take the
+    turn within ONSET_FRAMES frames after that? A model that never saw itself late goes silent."""
+    end = ex.turns[0].end_frame
+    out = run_greedy(model, ex, True, silent=range(end + 1, end + 1 + MISSED_FRAMES))
+    after = out[end + 1 + MISSED_FRAMES: end + 1 + MISSED_FRAMES + ONSET_FRAMES]
+    return bool(np.any(after > END))
 
 
 def _words(text: str) -> list[str]:
@@ -78,6 +90,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
 
     rng = random.Random(seed)
     rows: dict[str, list[TurnResult]] = {"normal": [], "replaced": [], "never": [], "all": []}
+    recovered: list[bool] = []
     for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
         for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
             d = make_dialogue(rng, heldout=True, n_turns=1)
@@ -85,6 +98,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
             res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
             rows[scenario] += res
             rows["all"] += res
+            if scenario == "normal" and len(d.turns) == 1:
+                recovered.append(recovers_from_a_missed_turn(model, ex))
     allr = rows["all"]
     onset = [r.onset_frames for r in allr]
     q = lambda rs: [r for r in rs if r.answer]  # noqa: E731
@@ -100,6 +115,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "no_oracle_nonempty_pct": round(100 * np.mean([bool(r.said.strip()) for r in never]), 1),
         "no_oracle_stops_pct": round(100 * np.mean([r.stopped for r in never]), 1),
         "no_oracle_median_words": float(np.median([len(r.said.split()) for r in never])),
+        "missed_turn_recovery_pct": round(100 * np.mean(recovered), 1) if recovered else None,
         "examples": [{"scenario": r.scenario, "said": r.said, "answer": r.answer, "onset_frames": r.onset_frames}
                      for r in (rows["normal"][:3] + rows["replaced"][:3] + never[:3])],
     }
