@@ -29,6 +29,8 @@ S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so 
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
 LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
 LATE_START_MAX = 6  # frames; a live model that let its moment pass must still take the turn, not fall silent
+REAL_FIRST_ORACLE_P = 0.6  # share of turns whose first oracle comes as late as on the real stack
+REAL_FIRST_ORACLE_S = (1.05, 1.6)  # seconds after the user starts (27 dev questions: median 1.33 s)
 SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
 
@@ -115,6 +117,11 @@ def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool)
         return ev
     dur = max(0.3, turn.end - turn.start)
     t = turn.words[min(1, len(turn.words) - 1)].end
+    if rng.random() < REAL_FIRST_ORACLE_P:
+        # as measured on the real stack: the Listener's first partial of two words, then the LLM's
+        # first token, about 1.3 s after the user starts, however short the question (so a short
+        # one may end with no oracle yet)
+        t = max(t, turn.start + rng.uniform(*REAL_FIRST_ORACLE_S))
     skip_p = rng.uniform(0.1, 0.7)
     while t < turn.end:
         frac = (t - turn.start) / dur
