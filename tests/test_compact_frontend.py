@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from tandem.frontend import UserFrame
-from tandem.frontends.compact.frontend import CompactFrontEnd
+from tandem.frontends.compact.frontend import MAX_LOOP_BLOCK, CompactFrontEnd, completes_a_loop
 from tandem.frontends.compact.tokenizer import PAD
 
 SILENT = UserFrame(np.zeros(1920, np.float32), 0.02, False)
@@ -76,3 +76,23 @@ def test_pool_steps_sessions_like_separate_front_ends_with_the_copy_pointer_stat
         alone[1].step(users[1], o[1])
         pool.step_many([b], users[1:], o[1:])
     assert list(b.emitted) == list(alone[1].emitted)
+
+
+def test_a_response_that_starts_repeating_itself_is_stopped():
+    fe = CompactFrontEnd()
+    tok = fe.tokenizer
+    yen = tok.encode(" yen (JPY)")
+    assert len(yen) > 1
+    out = scripted(fe, [PAD] * 8 + tok.encode("The currency is the") + yen * 4 + [PAD] * 4)
+    said = " ".join(t for step in out for t in step)
+    assert said.count("yen") == 3 and said.endswith("(JPY"), "cut in the third time round, not the fourth"
+    assert fe.loops_stopped == 1
+
+
+def test_repeats_that_are_not_loops_are_spoken():
+    assert not completes_a_loop([1, 0, 0], 0), "1000"
+    assert completes_a_loop([1, 0, 0, 0], 0)
+    assert not completes_a_loop([5, 6, 5, 6], 5)
+    assert completes_a_loop([5, 6, 5, 6, 5], 6)
+    long_block = list(range(10, 10 + MAX_LOOP_BLOCK + 1))
+    assert not completes_a_loop(long_block * 2 + long_block[:-1], long_block[-1]), "a rephrased clause is not a loop"

@@ -29,6 +29,22 @@ DEFAULT_CHECKPOINT = Path(__file__).parent / "assets" / "compact.pt"
 REFILL_S = 0.25  # hand the voice more text when less than this much audio is left
 BARGE_IN_FRAMES = 3  # user speech this long while the assistant talks stops the assistant
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
+MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
+
+
+def completes_a_loop(said: list[int], tok: int) -> bool:
+    """Would `tok` make the response end in the same block said three times over (four for a single
+    token: "1000" is three zeros)? Greedy copying that loses its place in the oracle repeats itself
+    ("yen (JPY) yen (JPY) yen (JPY)", "int int int"); a speaker would stop instead."""
+    seq = said[-3 * MAX_LOOP_BLOCK:] + [tok]
+    for k in range(1, MAX_LOOP_BLOCK + 1):
+        reps = 4 if k == 1 else 3
+        if len(seq) < k * reps:
+            break
+        block = seq[-k:]
+        if all(seq[-(i + 1) * k: len(seq) - i * k] == block for i in range(1, reps)):
+            return True
+    return False
 
 
 @lru_cache(maxsize=4)
@@ -93,6 +109,9 @@ class CompactFrontEnd:
         self.user_run = 0
         self.quiet_run = RESPONSE_GAP_FRAMES
         self.emitted: deque[int] = deque(maxlen=4096)  # recent output tokens, for inspection and tests
+        self.said: list[int] = []  # the current response's tokens, for the loop check
+        self.looping = False  # a loop was cut: silence until the model itself chooses silence
+        self.loops_stopped = 0
         if self.voicer is not None:
             self.voicer.clear()
 
@@ -116,6 +135,18 @@ class CompactFrontEnd:
 
     def _consume(self, tok: int, user: UserFrame) -> FrontEndOutput:
         """The model chose `tok` for this frame: group it into words and voice them just in time."""
+        if tok <= END:
+            self.looping = False  # the model stopped by itself: it may speak again
+        else:
+            if self.quiet_run >= RESPONSE_GAP_FRAMES:
+                self.said = []
+            if not self.looping and completes_a_loop(self.said, tok):
+                self.looping = True
+                self.loops_stopped += 1
+            if self.looping:
+                tok = PAD  # fed back as silence, so the model sees that it stopped
+            else:
+                self.said = self.said[-3 * MAX_LOOP_BLOCK:] + [tok]
         self.prev = tok
         self.emitted.append(tok)
         if tok <= END:
