@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     e.add_argument("--oracle-policy", default=DEFAULT_POLICY, choices=["kame", "prefix"],
                    help="how the simulated oracles are fed (the model is trained on both)")
+    e.add_argument("--late-first-oracle", type=float, default=0.0, metavar="P",
+                   help="share of turns whose first oracle comes as late as on the real stack (a harder variant)")
 
     rp = sub.add_parser("replay", help="recorded timelines through compact checkpoints, offline (no Listener, LLM or voice)")
     rp.add_argument("timelines", type=Path, nargs="+", help="timeline JSON files (from run, bench or serve --record)")
@@ -241,7 +243,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise TandemError(f"no checkpoint at {path}; train one with `tandem train compact`")
     torch.set_num_threads(1)
     model, tok, meta = load_checkpoint(path)
-    res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy), **step_times(model), "checkpoint_meta": meta}
+    if not 0.0 <= args.late_first_oracle <= 1.0:
+        raise TandemError("--late-first-oracle is a share between 0 and 1")
+    res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy,
+                      late_first_oracle_p=args.late_first_oracle), **step_times(model), "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:

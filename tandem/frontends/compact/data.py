@@ -29,7 +29,6 @@ S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so 
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
 LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
 LATE_START_MAX = 6  # frames; a live model that let its moment pass must still take the turn, not fall silent
-REAL_FIRST_ORACLE_P = 0.6  # share of turns whose first oracle comes as late as on the real stack
 REAL_FIRST_ORACLE_S = (1.05, 1.6)  # seconds after the user starts (27 dev questions: median 1.33 s)
 SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
@@ -109,15 +108,17 @@ def _vad(rng: random.Random, d: Dialogue, n: int) -> tuple[np.ndarray, np.ndarra
     return lagged.astype(np.float32), speech
 
 
-def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool) -> list[tuple[float, str]]:
+def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool,
+                   late_first_p: float = 0.0) -> list[tuple[float, str]]:
     """KAME's recipe in spirit: an event every 0.5 s once 2+ words were spoken, hint tiers by how much
-    of the turn was heard, the true reply after the final transcript; then the scenario's twist."""
+    of the turn was heard, the true reply after the final transcript; then the scenario's twist.
+    `late_first_p`: the share of turns whose first oracle comes as late as on the real stack."""
     ev: list[tuple[float, str]] = []
     if scenario == "never":
         return ev
     dur = max(0.3, turn.end - turn.start)
     t = turn.words[min(1, len(turn.words) - 1)].end
-    if rng.random() < REAL_FIRST_ORACLE_P:
+    if late_first_p and rng.random() < late_first_p:
         # as measured on the real stack: the Listener's first partial of two words, then the LLM's
         # first token, about 1.3 s after the user starts, however short the question (so a short
         # one may end with no oracle yet)
@@ -235,11 +236,13 @@ class _Teacher:
 
 def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
                   dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
-                  policy: str | None = None, late_start_p: float = 0.0) -> Example:
+                  policy: str | None = None, late_start_p: float = 0.0, late_first_oracle_p: float = 0.0) -> Example:
     """`late_start_p`: the share of turns whose reply starts 1..LATE_START_MAX frames after the usual
     decision frame, with the silent frames in between left out of the loss. The teacher always
     starts on time, so without these a model that once stays silent a frame too long has never
-    seen that state, and it then stays silent for the whole turn."""
+    seen that state, and it then stays silent for the whole turn. `late_first_oracle_p`: the share
+    of turns whose first oracle comes as late as on the real stack (an evaluation variant; training
+    on 60% of such turns did not help, docs/COMPACT.md)."""
     d = dialogue or make_dialogue(rng, heldout)
     policy = policy or rng.choices(list(TRAIN_POLICIES), weights=list(TRAIN_POLICIES.values()))[0]
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
@@ -255,7 +258,7 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
     infos: list[TurnInfo] = []
     for ti, turn in enumerate(d.turns):
         sc = scenario or rng.choices(list(SCENARIOS), weights=list(SCENARIOS.values()))[0]
-        evs = _oracle_events(rng, turn, sc, heldout)
+        evs = _oracle_events(rng, turn, sc, heldout, late_first_oracle_p)
         info = TurnInfo(end_frame=frame_of(turn.end), start_frame=frame_of(turn.start), scenario=sc)
         for t, text in evs:
             events.append((frame_of(t) + 1, text, ti))

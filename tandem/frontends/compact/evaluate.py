@@ -85,7 +85,9 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
 
 
 def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False,
-             policy: str = DEFAULT_POLICY) -> dict:
+             policy: str = DEFAULT_POLICY, late_first_oracle_p: float = 0.0) -> dict:
+    """`late_first_oracle_p`: the share of turns whose first oracle comes as late as on the real
+    stack (about 1.3 s after the user starts), a harder variant of the held-out set."""
     from tqdm import tqdm
 
     rng = random.Random(seed)
@@ -94,7 +96,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
     for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
         for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
             d = make_dialogue(rng, heldout=True, n_turns=1)
-            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy)
+            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy,
+                               late_first_oracle_p=late_first_oracle_p)
             res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
             rows[scenario] += res
             rows["all"] += res
@@ -106,6 +109,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
     never = rows["never"]
     return {
         "oracle_policy": policy,
+        "late_first_oracle_p": late_first_oracle_p,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
         "onset_within_4_frames_pct": round(100 * np.mean([o is not None and o <= ONSET_FRAMES for o in onset]), 1),
