@@ -25,3 +25,4 @@ def test_shipped_checkpoint_behaves(shipped):
     assert r["replaced_newer_answer_pct"] >= 40
     assert r["no_oracle_nonempty_pct"] >= 70
     assert r["no_oracle_stops_pct"] >= 70
+    assert r["missed_turn_recovery_pct"] >= 70, "held silent past its moment, it still takes the turn"

@@ -54,7 +54,7 @@ def test_replay_reproduces_what_the_session_said(fe):
     partials = [(0.5, "What is"), (0.9, "What is the capital"), (1.3, "What is the capital of France"),
                 (1.9, "What is the capital of France?")]
     vad = [1.0] * 20 + [0.02] * 50
-    rec = record_session(fe, partials, vad, (10, "The capital of France is Paris."), speech_end_s=20 * FRAME_S)
+    rec = record_session(fe, partials, vad, (14, "The capital of France is Paris."), speech_end_s=20 * FRAME_S)
     rec = json.loads(json.dumps(rec))  # as read back from disk
     r = replay(rec, fe, "q")
     assert r.inputs.vad_source == "timeline"

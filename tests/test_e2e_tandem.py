@@ -43,8 +43,6 @@ def test_tandem_takes_its_turn_quickly_with_oracles_fed(tmp_path):
     assert r.turn_frames_after_end is not None and r.said.split()[:1] == r.recorded_said.split()[:1]
 
 
-@pytest.mark.xfail(reason="known gap (docs/COMPACT.md): with real LLM oracles the compact model still garbles "
-                          "the words it copies; synthetic held-out dialogues pass", strict=False)
 def test_tandem_speaks_the_answer(tmp_path):
     q = speak("What is the capital of France?", "flite", lead_s=0.5, tail_s=6.0)
     assistant, _, _ = run(tmp_path, "tandem", q)
