@@ -237,8 +237,11 @@ class Session:
                 return
             self._heard.clear()
             try:
-                await asyncio.wait_for(self._heard.wait(), timeout=0.05)
-            except asyncio.TimeoutError:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (Ctrl-C)
+                # that lands as the event fires, and the run would then go on as if never interrupted
+                async with asyncio.timeout(0.05):
+                    await self._heard.wait()
+            except TimeoutError:
                 pass
 
     def _begin(self) -> None:
