@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # a shell starts background jobs with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: `kill -INT` would be lost and the run would go on with its LLM server
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args.cmd == "run":
             return _cmd_run(args)
