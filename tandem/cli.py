@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--checkpoint", type=Path, action="append", default=[],
                     help="compact checkpoint; repeat to compare several side by side (default: the shipped one)")
     rp.add_argument("--questions", type=Path, default=None,
-                    help="JSONL with id and answers: count the timelines whose replayed words contain an answer")
+                    help="questions JSONL as for bench: count the timelines whose replayed words contain an answer")
     rp.add_argument("--oracle-policy", default=None, choices=sorted(POLICIES),
                     help="feed the recorded oracle text with this policy (default: the one each timeline recorded)")
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
@@ -260,16 +260,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     import json
 
+    from .bench import load_questions
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
     from .frontends.compact.replay import replay, summarize
     from .timeline import load
 
-    answers: dict[str, list[str]] = {}
-    if args.questions:
-        for line in args.questions.read_text().splitlines():
-            if line.strip():
-                q = json.loads(line)
-                answers[q["id"]] = q["answers"]
+    answers = {q.id: q.answers for q in load_questions(args.questions, None)} if args.questions else {}
     timelines = []
     for path in args.timelines:
         try:

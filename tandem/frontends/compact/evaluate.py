@@ -101,7 +101,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
             res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
             rows[scenario] += res
             rows["all"] += res
-            if scenario == "normal" and len(d.turns) == 1:
+            if scenario == "normal":
                 recovered.append(recovers_from_a_missed_turn(model, ex))
     allr = rows["all"]
     onset = [r.onset_frames for r in allr]

@@ -46,9 +46,13 @@ class ReplayResult:
     tokens: list[int]
     said: str
     turn_frame: int | None  # first frame with a word after the end of the user's speech
-    turn_frames_after_end: int | None
     recorded_said: str
     inputs: ReplayInputs = field(repr=False)
+
+    @property
+    def turn_frames_after_end(self) -> int | None:
+        end = self.inputs.speech_end_frame
+        return None if self.turn_frame is None or end is None else self.turn_frame - end
 
 
 def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FRAMES) -> list[float]:
@@ -133,20 +137,16 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     tokens = list(front_end.emitted)
     recorded = " ".join(t for t in tl["frames"].get("text", []) if t)
     return ReplayResult(name=name, tokens=tokens, said=" ".join(texts), turn_frame=turn,
-                        turn_frames_after_end=None if turn is None else turn - inp.speech_end_frame,
                         recorded_said=recorded, inputs=inp)
 
 
 def said_answer(said: str, answers: list[str]) -> bool:
-    """An accepted answer among the words the front-end said (text, not audio: no Whisper needed)."""
-    from ...scoring import normalize
+    """An accepted answer among the words the front-end said (text, not audio: no Whisper needed),
+    matched as the benchmark matches transcribed words."""
+    from ...scoring import Word, find_answer, normalize
 
-    words = normalize(said).split()
-    for ans in answers:
-        parts = normalize(ans).split()
-        if parts and any(words[i:i + len(parts)] == parts for i in range(len(words))):
-            return True
-    return False
+    words = [Word(w, float(i), float(i + 1)) for i, w in enumerate(normalize(said).split())]  # word positions as times
+    return find_answer(words, answers) is not None
 
 
 def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dict[str, Any]:
