@@ -4,7 +4,7 @@ import random
 import numpy as np
 import pytest
 
-from tandem.frontends.compact.data import DECISION_DELAY, build_example
+from tandem.frontends.compact.data import DECISION_DELAY, _Teacher, build_example
 from tandem.frontends.compact.streams import UserTokenQueue, transcript_delta, vad_bucket
 from tandem.frontends.compact.tokenizer import END, PAD, START
 from tandem.frontends.compact.train import train_tokenizer
@@ -47,7 +47,8 @@ def test_teacher_is_silent_while_the_user_speaks_and_starts_after_the_turn(tok):
         assert not np.any((ex.target > END) & ex.speech), "the teacher never talks over the user"
         for info in ex.turns:
             if info.reply_start is not None:
-                assert info.reply_start == info.end_frame + DECISION_DELAY
+                # a frame later when the stream restarts at that very frame: the newer oracle is not fed yet
+                assert info.reply_start - (info.end_frame + DECISION_DELAY) in (0, 1)
 
 
 def test_oracle_stream_follows_kame_semantics(tok):
@@ -104,3 +105,57 @@ def test_copied_targets_point_at_the_frame_that_fed_them(tok, policy):
         spoken = ex.target > END
         assert not np.any(m & ~spoken)
     assert copies > 500
+
+
+def _teach(tok, old: str, new: str, new_at: int, start: int = 10, frames: int = 90):
+    """The teacher over a hand-made KAME feed: `old` restarts the stream at frame 0 and `new` at
+    `new_at`, one token per frame after each start token. Returns the target per frame."""
+    old_ids, new_ids = tok.encode(old), tok.encode(new)
+
+    def fed(ids, r):
+        return lambda j, f: r + 1 + j if r + 1 + j <= f else None
+
+    def visible_before(ids, j, f):
+        if ids == new_ids and (g := fed(ids, new_at)(j, f)) is not None:
+            return g
+        return fed(ids, 0)(j, f) if ids[: j + 1] == old_ids[: j + 1] and 1 + j < new_at else None
+
+    def visible(ids, j, f):  # fed since the latest restart
+        g = visible_before(ids, j, f)
+        return g if g is not None and (f < new_at or g >= new_at) else None
+
+    target = np.full(frames, PAD, np.int64)
+    src = np.full(frames, -1, np.int64)
+    _Teacher(tok, random.Random(0)).run(target, src, start, frames, [(0, old_ids), (new_at, new_ids)],
+                                        visible, visible_before)
+    return target
+
+
+def _first_frame_of(tok, target, text: str) -> int:
+    for f in range(len(target)):
+        if tok.decode([int(t) for t in target[: f + 1] if t > END]).count(text):
+            return f
+    raise AssertionError(f"{text!r} never said in {tok.decode([int(t) for t in target if t > END])!r}")
+
+
+def test_teacher_repairs_only_once_the_newer_oracle_shows_the_contradiction(tok):
+    old, new = "It is Eackgrom Carbleash.", "It is Port Carbleash."
+    target = _teach(tok, old, new, new_at=16)
+    said = tok.decode([int(t) for t in target if t > END])
+    assert said.startswith("It is Eackgrom") and said.endswith("sorry, It is Port Carbleash."), said
+    old_ids, new_ids = tok.encode(old), tok.encode(new)
+    clash = next(k for k, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b)
+    assert _first_frame_of(tok, target, "sorry") >= 16 + 1 + clash  # the frame that feeds the first difference
+    # while the newer oracle catches up nothing past the word under way is said
+    assert "Carbleash. sorry" not in said
+
+
+def test_teacher_carries_on_when_the_newer_oracle_agrees_with_what_was_said(tok):
+    old, new = "It is Eackgrom Carbleash.", "It is Eackgrom Fliarsh."
+    target = _teach(tok, old, new, new_at=18)
+    said = tok.decode([int(t) for t in target if t > END])
+    assert "sorry" not in said and said.startswith("It is Eackgrom") and said.endswith("Fliarsh."), said
+    # the newer oracle's own word is said only once the stream has fed it
+    old_ids, new_ids = tok.encode(old), tok.encode(new)
+    clash = next(k for k, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b)
+    assert _first_frame_of(tok, target, "Fl") >= 18 + 1 + clash

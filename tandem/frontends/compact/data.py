@@ -49,6 +49,7 @@ class TurnInfo:
     reply_start: int | None = None
     scenario: str = "normal"
     oracle_texts: list[tuple[int, str]] = field(default_factory=list)  # (frame, text) of each oracle event
+    delivered: list[str] = field(default_factory=list)  # each event's text as fed (a slow stream loses its tail)
 
 
 @dataclass
@@ -175,11 +176,24 @@ class _Teacher:
             i += 1
         return i
 
+    def _seen(self, ids: list[int], f: int, visible: Visible) -> int:
+        """How many leading tokens of `ids` the current oracle stream has fed by frame f."""
+        n = 0
+        while n < len(ids) and visible(ids, n, f) is not None:
+            n += 1
+        return n
+
     def run(self, target: np.ndarray, src_out: np.ndarray, start: int, stop: int,
-            oracle_at: list[tuple[int, list[int]]], visible: Visible) -> int | None:
+            oracle_at: list[tuple[int, list[int]]], visible: Visible, visible_before: Visible) -> int | None:
         """oracle_at: (reset frame, content ids as appended). Fills target[start:stop] and, for copied
         tokens, src_out with the frame they were fed at; returns the first frame with speech. A content
-        token is spoken only once the oracle stream has fed it."""
+        token is spoken only once the current oracle stream has fed it (`visible`: fed since the
+        stream last restarted; `visible_before`: fed at any time, for the rest of a word already begun).
+
+        A newer oracle that arrives mid-answer is judged only on what the stream has shown of it, as
+        the model must: finish the current word, then wait until it either contradicts what was said
+        (then "sorry," and the newer one from its start) or has caught up with it in agreement (then
+        carry on with its continuation)."""
         tok = self.tok
         plan: list[int] = []
         ostart = 0  # where the followed oracle's content begins in plan
@@ -190,40 +204,46 @@ class _Teacher:
         fell_back = False
         for f in range(start, stop):
             latest = max((k for k, (r, ids) in enumerate(oracle_at) if r < f and ids), default=None)
+            undecided = False
             if latest is not None and latest != src:
                 new = list(oracle_at[latest][1])
+                said = plan[ostart:i] if src is not None and i > ostart else []
                 if i == 0:
-                    plan, ostart = new, 0
+                    plan, ostart, src = new, 0, latest
                 elif src is None:
                     cut = self._word_end(plan, i)
-                    plan, ostart = plan[:cut] + new, cut
+                    plan, ostart, src = plan[:cut] + new, cut, latest
                 else:
-                    said = plan[ostart:i] if i > ostart else []
-                    if new[: len(said)] == said:
-                        # the same answer again: carry on seamlessly (a repair under way is kept)
-                        plan = plan[: max(i, ostart)] + new[len(said):]
-                    else:
+                    seen = self._seen(new, f, visible)
+                    clash = next((k for k in range(min(seen, len(said))) if new[k] != said[k]), None)
+                    if clash is not None:
                         cut = self._word_end(plan, i)
                         repair = tok.encode(REPAIR)
-                        plan, ostart = plan[:cut] + repair + new, cut + len(repair)
-                src = latest
+                        plan, ostart, src = plan[:cut] + repair + new, cut + len(repair), latest
+                    elif seen > len(said) or seen == len(new):
+                        # agrees with everything said so far: carry on (a repair under way is kept)
+                        plan, src = plan[: max(i, ostart)] + new[len(said):], latest
+                    else:
+                        undecided = True
             if f == start and not plan:
                 plan = tok.encode(self.rng.choice(OPENERS))
             if hold > 0:
                 hold -= 1
                 continue
+            if undecided:  # only the rest of the word under way may be said while the newer oracle catches up
+                if 0 < i < len(plan) and not tok.starts_word(plan[i]):
+                    fed_at = visible_before(oracle_at[src][1], i - ostart, f) if i >= ostart else None
+                    self._say(target, src_out, f, plan, i, fed_at)
+                    first = f if first is None else first
+                    i += 1
+                    hold = self._hold_after(plan, i)
+                continue
             fed_at = visible(oracle_at[src][1], i - ostart, f) if src is not None and i >= ostart else None
             if i < len(plan) and (src is None or i < ostart or fed_at is not None):
-                target[f] = plan[i]
-                if fed_at is not None:
-                    src_out[f] = fed_at
+                self._say(target, src_out, f, plan, i, fed_at)
                 first = f if first is None else first
                 i += 1
-                if i == len(plan) or tok.starts_word(plan[i]):
-                    w0 = i - 1
-                    while w0 > 0 and not tok.starts_word(plan[w0]):
-                        w0 -= 1
-                    hold = max(0, self.word_frames(plan, w0) - (i - w0))
+                hold = self._hold_after(plan, i)
                 idle_since = None
                 continue
             if src is None and not fell_back:
@@ -232,6 +252,21 @@ class _Teacher:
                     plan += tok.encode(self.rng.choice(FALLBACKS))
                     fell_back = True
         return first
+
+    @staticmethod
+    def _say(target: np.ndarray, src_out: np.ndarray, f: int, plan: list[int], i: int, fed_at: int | None) -> None:
+        target[f] = plan[i]
+        if fed_at is not None:
+            src_out[f] = fed_at
+
+    def _hold_after(self, plan: list[int], i: int) -> int:
+        """PAD frames after plan[i - 1] when it ends a word: the rest of the word's spoken length."""
+        if i < len(plan) and not self.tok.starts_word(plan[i]):
+            return 0
+        w0 = i - 1
+        while w0 > 0 and not self.tok.starts_word(plan[w0]):
+            w0 -= 1
+        return max(0, self.word_frames(plan, w0) - (i - w0))
 
 
 def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
@@ -280,6 +315,7 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
             if rng.random() < 0.1:  # a slow or cut-off LLM stream: the tail never makes it
                 ids = ids[: len(ids) // 2]
             stream.append(ids, f)
+            infos[ti].delivered.append(tok.decode(ids))
             resets.append((f, ti))
             oracle_ids.append(ids)
             ev_i += 1
@@ -288,12 +324,21 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
         if stream.buf.fed > before:
             fed_at.setdefault(tuple(stream.buf.tokens[: stream.buf.last_index + 1]), []).append(f)
 
-    def visible(ids: list[int], j: int, f: int) -> int | None:
+    restarts = np.flatnonzero(oracle == START).tolist()  # frames where the stream (re)started
+
+    def visible_before(ids: list[int], j: int, f: int) -> int | None:
         frames = fed_at.get((START, *ids[: j + 1]))
         if not frames:
             return None
         k = bisect.bisect_right(frames, f)
         return frames[k - 1] if k else None
+
+    def visible(ids: list[int], j: int, f: int) -> int | None:
+        """Fed since the stream last restarted: after a restart the model cannot know that the newer
+        oracle repeats what the older one fed until it has been fed again."""
+        g = visible_before(ids, j, f)
+        k = bisect.bisect_right(restarts, f)
+        return g if g is not None and (not k or g >= restarts[k - 1]) else None
 
     src = np.full(n, -1, np.int64)
     weight = np.ones(n, np.float32)
@@ -308,7 +353,7 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
         if start >= n:
             continue
         vis = [(f, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
-        info.reply_start = teacher.run(target, src, start, min(stop, n), vis, visible)
+        info.reply_start = teacher.run(target, src, start, min(stop, n), vis, visible, visible_before)
     return Example(user, vad.astype(np.float32), oracle, target, speech, infos, src, policy, weight)
 
 
