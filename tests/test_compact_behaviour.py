@@ -26,3 +26,34 @@ def test_shipped_checkpoint_behaves(shipped):
     assert r["no_oracle_nonempty_pct"] >= 70
     assert r["no_oracle_stops_pct"] >= 70
     assert r["missed_turn_recovery_pct"] >= 70, "held silent past its moment, it still takes the turn"
+
+
+def test_a_cut_off_oracle_does_not_count_as_delivering_its_answer(shipped):
+    """10% of simulated oracle streams lose their tail; the answer measure leaves out turns whose
+    answer never reached the stream (and reports the all-turns figure beside it)."""
+    import random
+
+    from tandem.frontends.compact.data import build_example
+    from tandem.frontends.compact.evaluate import evaluate_example
+    from tandem.train.synth import make_dialogue
+
+    model, tok, _ = shipped
+    rng = random.Random(3)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        d = make_dialogue(rng, heldout=True, n_turns=1)
+        ex = build_example(rng, tok, heldout=True, dialogue=d, scenario="normal")
+        info = ex.turns[0]
+        if not d.turns[0].answer or not info.delivered:
+            continue
+        cut = info.delivered[-1] != info.oracle_texts[-1][1]
+        if seen[cut] >= 2:
+            continue
+        seen[cut] += 1
+        r = evaluate_example(model, tok, ex, [d.turns[0].answer])[0]
+        assert r.answer_delivered == (d.turns[0].answer in info.delivered[-1])
+        if not cut:
+            assert r.answer_delivered
+        if min(seen.values()) >= 2:
+            break
+    assert min(seen.values()) >= 2, seen
