@@ -13,6 +13,7 @@ import torch
 from ...oracle import DEFAULT_POLICY
 from ...train.synth import make_dialogue
 from .data import DECISION_DELAY, Example, build_example, vad_buckets
+from .decoding import TurnStart
 from .model import CompactLM
 from .tokenizer import END, PAD, CompactTokenizer
 
@@ -21,16 +22,18 @@ MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent
 
 
 def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0)) -> np.ndarray:
-    """Decode one example in streaming mode; returns the output token per frame. Frames in
-    `silent` are forced to PAD, as if the model had chosen silence there."""
+    """Decode one example in streaming mode as the front-end does (greedy, with `TurnStart`); returns
+    the output token per frame. Frames in `silent` are forced to PAD, as if the model had chosen
+    silence there."""
     st = model.new_state(1)
     out = np.zeros(len(ex.target), np.int64)
     prev = PAD
     vb = vad_buckets(ex.vad)
+    turn_start = TurnStart()
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
         logp = model.step(st, torch.tensor(ex.user[f][None]), torch.tensor([vb[f]]), torch.tensor([o]), torch.tensor([prev]))
-        prev = PAD if f in silent else int(torch.argmax(logp, -1)[0])
+        prev = PAD if f in silent else turn_start.choose(logp[0], float(ex.vad[f]))
         out[f] = prev
     return out
 

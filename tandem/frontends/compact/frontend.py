@@ -22,6 +22,7 @@ from ...audio import FRAME_SAMPLES, SAMPLE_RATE
 from ...errors import FrontEndUnavailable
 from ...frontend import FrontEndOutput, UserFrame
 from ...tts import TTS, Voicer
+from .decoding import TurnStart
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD
 
@@ -112,6 +113,7 @@ class CompactFrontEnd:
         self.said: list[int] = []  # the current response's tokens, for the loop check
         self.looping = False  # a loop was cut: silence until the model itself chooses silence
         self.loops_stopped = 0
+        self.turn_start = TurnStart()
         if self.voicer is not None:
             self.voicer.clear()
 
@@ -131,7 +133,11 @@ class CompactFrontEnd:
         u, vad, otok, prev = self._inputs(user, oracle_token)
         logp = self.model.step(self.state, torch.tensor([u]), torch.tensor([vad]),
                                torch.tensor([otok]), torch.tensor([prev]))
-        return self._consume(int(torch.argmax(logp, dim=-1)[0]), user)
+        return self._consume(self._choose(logp[0], user), user)
+
+    def _choose(self, logp: torch.Tensor, user: UserFrame) -> int:
+        """This frame's token from the model's distribution (greedy, but see `TurnStart`)."""
+        return self.turn_start.choose(logp, user.vad_prob)
 
     def _consume(self, tok: int, user: UserFrame) -> FrontEndOutput:
         """The model chose `tok` for this frame: group it into words and voice them just in time."""
@@ -262,8 +268,7 @@ class CompactPool:
         else:
             for key, t in state.items():
                 self.state[key].index_copy_(1 if key in ("k", "v") else 0, idx, t)
-        toks = torch.argmax(logp, dim=-1)[rows].tolist()
-        return [fe._consume(tok, u) for fe, tok, u in zip(fes, toks, users)]
+        return [fe._consume(fe._choose(logp[r], u), u) for fe, r, u in zip(fes, rows, users)]
 
 
 __all__ = ["CompactFrontEnd", "CompactPool", "DEFAULT_CHECKPOINT", "SAMPLE_RATE"]

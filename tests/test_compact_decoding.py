@@ -1,0 +1,62 @@
+"""TurnStart: greedy decoding, except that a reply starts once the model's chance of having started
+since the user's voice stopped reaches one half."""
+import math
+
+import torch
+
+from tandem.frontends.compact.decoding import START_CHANCE, TurnStart
+from tandem.frontends.compact.tokenizer import END, PAD
+
+V = 16
+WORD = 9  # the most likely word whenever speaking is not the most likely outcome
+
+
+def frame(p_speak: float) -> torch.Tensor:
+    """log-probabilities with `p_speak` spread over words (WORD most likely) and the rest on PAD."""
+    p = torch.full((V,), 1e-6)
+    p[PAD] = 1.0 - p_speak
+    p[END + 1:] = p_speak * 0.2 / (V - END - 2)
+    p[WORD] = p_speak * 0.8
+    return (p / p.sum()).log()
+
+
+def run(frames: list[tuple[float, float]]) -> list[int]:
+    ts = TurnStart()
+    return [ts.choose(frame(p), vad) for p, vad in frames]
+
+
+def test_spread_out_wish_to_reply_starts_the_turn_where_its_chance_reaches_one_half():
+    user = [(0.0, 0.9)] * 5
+    after = [0.39, 0.05, 0.12, 0.16, 0.15, 0.07]
+    out = run(user + [(p, 0.02) for p in after])
+    chance, start = 0.0, None
+    for i, p in enumerate(after):
+        chance = 1 - (1 - chance) * (1 - p)
+        if chance >= START_CHANCE:
+            start = i
+            break
+    assert start is not None and 0 < start < len(after) - 1
+    said = out[5:]
+    assert said[:start] == [PAD] * start and said[start] == WORD
+    assert all(t == PAD for t in said[start + 1:]), "greedy again once the reply has started"
+
+
+def test_greedy_while_the_user_speaks_and_before_the_user_has_spoken():
+    assert run([(0.3, 0.0)] * 20) == [PAD] * 20  # nobody spoke: nothing to reply to
+    assert run([(0.3, 0.9)] * 20) == [PAD] * 20  # the user speaks: never start over them
+    assert run([(0.7, 0.9)]) == [WORD]  # the model's own choice is kept
+
+
+def test_a_pause_inside_the_turn_starts_the_count_again():
+    pause = [(0.2, 0.02)] * 3  # 1 - 0.8**3 = 0.49: just under one half
+    assert math.isclose(1 - 0.8 ** 3, 0.488)
+    out = run([(0.0, 0.9)] + pause + [(0.0, 0.9)] + pause)
+    assert all(t == PAD for t in out)
+
+
+def test_no_second_reply_after_the_model_stopped():
+    ts = TurnStart()
+    ts.choose(frame(0.0), 0.9)
+    assert ts.choose(frame(0.8), 0.02) == WORD  # the reply, by the model's own choice
+    later = [ts.choose(frame(0.2), 0.02) for _ in range(60)]
+    assert later == [PAD] * 60, "after its reply the model is greedy: small chances never add up to a new one"
