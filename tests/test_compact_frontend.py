@@ -96,3 +96,40 @@ def test_repeats_that_are_not_loops_are_spoken():
     assert completes_a_loop([5, 6, 5, 6, 5], 6)
     long_block = list(range(10, 10 + MAX_LOOP_BLOCK + 1))
     assert not completes_a_loop(long_block * 2 + long_block[:-1], long_block[-1]), "a rephrased clause is not a loop"
+
+
+def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers():
+    """The Listener's voice activity lags a frame or two, so the reply's first frames can still read
+    as user speech; barge-in counts only the user's speech since the reply began."""
+    import time
+
+    from fakes import FakeTTS
+
+    tts = FakeTTS()
+    fe = CompactFrontEnd(tts=tts)
+    the = fe.tokenizer.encode("The")[0]
+    speaking = UserFrame(np.zeros(1920, np.float32), 1.0, True)
+    lagging = UserFrame(np.zeros(1920, np.float32), 0.6, True)
+    users = [speaking] * 10 + [lagging, lagging] + [SILENT] * 6
+    tokens = [PAD] * 10 + [the] + [PAD] * 7
+    it = iter(tokens)
+
+    def step(state, user, vad, oracle, prev):
+        logp = torch.full((1, fe.tokenizer.vocab_size), -30.0)
+        logp[0, next(it)] = 0.0
+        return logp
+
+    fe.model.step = step
+    heard = []
+    for u in users:
+        heard.append(float(np.abs(fe.step(u, PAD).audio).max()))
+        time.sleep(0.01)  # the fake voice synthesizes in the voicer's thread
+    assert tts.texts == ["The"]
+    assert max(heard[11:]) > 0.1, "the first word was voiced, not cleared as a barge-in"
+
+    # three frames of the user's speech while the reply plays still stop it
+    for u in [speaking] * 3:
+        fe.model.step = lambda *a: torch.nn.functional.one_hot(torch.tensor([PAD]), fe.tokenizer.vocab_size).float().log()
+        fe.step(u, PAD)
+    assert not fe.voicer.busy
+    fe.close()

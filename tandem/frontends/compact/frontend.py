@@ -144,8 +144,11 @@ class CompactFrontEnd:
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
         else:
-            if self.quiet_run >= RESPONSE_GAP_FRAMES:
+            if self.quiet_run >= RESPONSE_GAP_FRAMES:  # a reply begins
                 self.said = []
+                # barge-in counts the user's speech since the reply began: the voice activity of the
+                # turn it answers lags a frame or two, and would otherwise cut its first word
+                self.user_run = 0
             if not self.looping and completes_a_loop(self.said, tok):
                 self.looping = True
                 self.loops_stopped += 1
