@@ -34,7 +34,8 @@ SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "ear
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
 
 # (content ids of an oracle, index j, frame f) -> the latest frame <= f at which content token j of
-# that oracle was fed (with everything before it), or None while it has not been fed
+# that oracle was fed (with everything before it), or None while it has not been fed (by the current
+# stream, for `visible`; at any time, for `visible_before`)
 Visible = Callable[[list[int], int, int], "int | None"]
 
 
