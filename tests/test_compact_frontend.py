@@ -9,8 +9,8 @@ from tandem.frontends.compact.tokenizer import PAD
 SILENT = UserFrame(np.zeros(1920, np.float32), 0.02, False)
 
 
-def scripted(fe: CompactFrontEnd, tokens: list[int]) -> list[list[str]]:
-    """Step the front-end while its model emits `tokens`; the text pieces each step released."""
+def script_model(fe: CompactFrontEnd, tokens: list[int]) -> None:
+    """Make the front-end's model emit `tokens`, one per step."""
     it = iter(tokens)
 
     def step(state, user, vad, oracle, prev):
@@ -19,6 +19,11 @@ def scripted(fe: CompactFrontEnd, tokens: list[int]) -> list[list[str]]:
         return logp
 
     fe.model.step = step
+
+
+def scripted(fe: CompactFrontEnd, tokens: list[int]) -> list[list[str]]:
+    """Step the front-end while its model emits `tokens`; the text pieces each step released."""
+    script_model(fe, tokens)
     return [fe.step(SILENT, PAD).text for _ in tokens]
 
 
@@ -111,15 +116,7 @@ def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers(
     speaking = UserFrame(np.zeros(1920, np.float32), 1.0, True)
     lagging = UserFrame(np.zeros(1920, np.float32), 0.6, True)
     users = [speaking] * 10 + [lagging, lagging] + [SILENT] * 6
-    tokens = [PAD] * 10 + [the] + [PAD] * 7
-    it = iter(tokens)
-
-    def step(state, user, vad, oracle, prev):
-        logp = torch.full((1, fe.tokenizer.vocab_size), -30.0)
-        logp[0, next(it)] = 0.0
-        return logp
-
-    fe.model.step = step
+    script_model(fe, [PAD] * 10 + [the] + [PAD] * 7)
     heard = []
     for u in users:
         heard.append(float(np.abs(fe.step(u, PAD).audio).max()))
@@ -128,8 +125,8 @@ def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers(
     assert max(heard[11:]) > 0.1, "the first word was voiced, not cleared as a barge-in"
 
     # three frames of the user's speech while the reply plays still stop it
+    script_model(fe, [PAD] * 3)
     for u in [speaking] * 3:
-        fe.model.step = lambda *a: torch.nn.functional.one_hot(torch.tensor([PAD]), fe.tokenizer.vocab_size).float().log()
         fe.step(u, PAD)
     assert not fe.voicer.busy
     fe.close()
