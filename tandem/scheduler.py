@@ -4,9 +4,11 @@ Every `check_interval_s` (and at once on a final transcript), a stream is starte
 word count grew by `min_new_words` since the last start or a final arrived, at most
 `max_starts` per `window_s`. Beyond KAME, a revised transcript with no new words ("capital of
 Austria" heard again as "capital of Australia") also starts one (`restart_on_revision`): counting
-words alone would keep the oracle answering the question the Listener first misheard. With `max_concurrent == 1` a new stream cancels the one it
-replaces; with more, streams run side by side and the newest one to emit text is adopted, the
-older ones cancelled. The adopted stream's first chunk emits `reset`, each chunk `append`.
+words alone would keep the oracle answering the question the Listener first misheard; a partial
+that only loses its last words (Whisper taking a word back) is not a revision. Counts restart with
+each user turn. With `max_concurrent == 1` a new stream cancels the one it replaces; with more,
+streams run side by side and the newest one to emit text is adopted, the older ones cancelled.
+The adopted stream's first chunk emits `reset`, each chunk `append`.
 """
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ class OracleScheduler:
         self._starts: deque[float] = deque()
         self._words_at_start = 0
         self._text_at_start = ""
+        self._turn_at_start = 0
         self._final_pending = False
         self._ticker: asyncio.Task | None = None
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0}
@@ -98,13 +101,25 @@ class OracleScheduler:
             await asyncio.sleep(self.config.check_interval_s)
             self.check()
 
+    def _user_turn(self) -> int:
+        """Index of the user's current turn in the conversation: a new one begins once the assistant
+        has spoken (finals with no reply between them extend the same turn, as the prompt does)."""
+        turns = self.conv.turns
+        return len(turns) - 1 if turns and turns[-1][0] == "user" else len(turns)
+
     def check(self) -> None:
+        turn = self._user_turn()
+        if turn != self._turn_at_start:
+            # a follow-up ("and Germany?") counts its own words, not against the last turn's total
+            self._turn_at_start, self._words_at_start, self._text_at_start = turn, 0, ""
         text = _normalized(self.conv.current_user_text())
-        words = len(text.split())
+        now_words = text.split()
+        words = len(now_words)
         grew = words - self._words_at_start >= self.config.min_new_words
         before = self._text_at_start.split()
+        shared = min(words, len(before))  # only words heard both times: a dropped last word is no revision
         revised = (self.config.restart_on_revision and words >= self.config.min_words_for_revision
-                   and text.split()[: len(before)] != before)  # words already heard changed, not just more
+                   and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
             return
         now = self.timeline.clock()

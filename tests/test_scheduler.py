@@ -153,3 +153,48 @@ async def test_a_reply_that_is_only_a_dialogue_line_never_replaces_the_oracle():
         assert emitted == [], "no reset: the front-end keeps the oracle it had"
         assert not timeline.of_kind(tl.LLM_ADOPT)
         await sched.aclose()
+
+
+async def test_a_short_follow_up_turn_starts_on_its_own_two_words():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of france")
+        sched.check()
+        sched.on_final("what is the capital of france")
+        assert sched.stats["starts"] == 2
+        await until(lambda: not sched.in_flight)
+        sched.conv.on_assistant("Paris.")
+        sched.on_partial("and germany")  # a new turn: its words count from zero, not from the last turn's six
+        sched.check()
+        assert sched.stats["starts"] == 3
+        await sched.aclose()
+
+
+async def test_a_follow_up_without_a_reply_between_keeps_counting_the_same_turn():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_final("what is the capital")  # the VAD split the question at a pause; nobody answered yet
+        assert sched.stats["starts"] == 1
+        sched.on_partial("of")
+        sched.check()
+        assert sched.stats["starts"] == 1, "one new word in the same turn is not enough"
+        sched.on_partial("of france")
+        sched.check()
+        assert sched.stats["starts"] == 2
+        await sched.aclose()
+
+
+async def test_a_partial_that_drops_its_last_word_is_not_a_revision():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of austria")
+        sched.check()
+        assert sched.stats["starts"] == 1
+        sched.on_partial("what is the capital of")  # Whisper took the last word back
+        sched.check()
+        assert sched.stats["starts"] == 1
+        assert not timeline.of_kind(tl.LLM_CANCEL), "the stream answering the longer partial goes on"
+        sched.on_partial("what is the capital of australia")
+        sched.check()
+        assert sched.stats["starts"] == 2, "a word heard before that changes is still a revision"
+        await sched.aclose()
