@@ -32,6 +32,10 @@ class OraclePolicy(Protocol):
 
     def on_append(self, buf: OracleBuffer, tokens: list[int], frame: int) -> None: ...
 
+    def on_end(self, buf: OracleBuffer, frame: int) -> None:
+        """The stream of the latest reset is complete: nothing more will be appended to it."""
+        ...
+
     def token_at(self, buf: OracleBuffer, frame: int) -> int | None:
         """The token to feed at `frame`, or None for PAD."""
         ...
@@ -53,6 +57,9 @@ class KamePolicy:
         # slots [pinned, frame) have been fed already; frame itself has not been stepped yet
         passed = frame - buf.pinned_frame
         buf.dropped += max(0, min(passed, len(buf.tokens)) - first_index)
+
+    def on_end(self, buf: OracleBuffer, frame: int) -> None:
+        pass  # the buffer holds only the latest oracle, so running out of it already ends it
 
     def token_at(self, buf: OracleBuffer, frame: int) -> int | None:
         if buf.pinned_frame is None:
@@ -95,7 +102,9 @@ class PrefixKeepPolicy(LatePlaybackPolicy):
     while the candidate's tokens match the current buffer nothing changes. At the first difference:
     if that index has not been fed yet, the candidate's tail replaces the buffer's tail (seamless);
     if it has, the stream restarts from the candidate's start token at the current frame, as KAME
-    would. Tokens are played in order and never dropped (late tokens run late, as in late-playback).
+    would. A candidate that ends as a strict prefix of the current oracle ("Paris." after "Paris, a
+    city of light.") differs at its end: the tail beyond it is cut. Tokens are played in order and
+    never dropped (late tokens run late, as in late-playback).
     """
 
     name = "prefix"
@@ -129,6 +138,19 @@ class PrefixKeepPolicy(LatePlaybackPolicy):
             buf.cursor = buf.fed = 0
             buf.restarts += 1
 
+    def on_end(self, buf: OracleBuffer, frame: int) -> None:
+        cand, buf.candidate = buf.candidate, None
+        # An open candidate only ever matches the buffer so far (on_append closes it at the first
+        # difference), so at its end it is the current oracle or a strict prefix of it. One with no
+        # words is no answer (an LLM reply of only whitespace) and must not silence the current one.
+        if cand is None or len(cand) <= 1 or len(cand) >= len(buf.tokens):
+            return
+        # The newer oracle stops here. Content already fed beyond it cannot be taken back, and
+        # replaying the newer oracle from its start token would have the front-end say its answer
+        # twice; so the stream just stops at whichever comes later.
+        buf.tokens = buf.tokens[: max(len(cand), buf.cursor)]
+        buf.kept += 1
+
 
 POLICIES: dict[str, type[KamePolicy]] = {p.name: p for p in (KamePolicy, LatePlaybackPolicy, PrefixKeepPolicy)}
 # the default by measurement: docs/BENCHMARKS.md, "Oracle policies"
@@ -149,6 +171,10 @@ class OracleStream:
 
     def append(self, tokens: list[int], frame: int) -> None:
         self.policy.on_append(self.buf, list(tokens), frame)
+
+    def end(self, frame: int) -> None:
+        """The oracle of the latest reset is complete (its LLM stream ended)."""
+        self.policy.on_end(self.buf, frame)
 
     def token(self, frame: int) -> int:
         """The token to feed at `frame`; call once per frame, in order."""

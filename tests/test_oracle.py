@@ -125,3 +125,61 @@ def test_prefix_policy_longer_answer_extends_the_stream():
     s.append([10, 11, 12], 4)
     s.append([13], 4)
     assert feed(s, range(4, 7)) == [12, 13, PAD]
+
+
+def test_prefix_policy_a_shorter_answer_stops_the_old_tail_when_its_stream_ends():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12, 13, 14], 0)  # "Paris, a city of light."
+    assert feed(s, range(0, 3)) == [START, 10, 11]
+    s.reset(3)
+    s.append([10, 11], 3)  # "Paris." from the final transcript: a strict prefix so far
+    assert feed(s, range(3, 4)) == [12], "while it streams it may still go on as the old one did"
+    s.end(4)
+    assert feed(s, range(4, 7)) == [PAD] * 3, "once it is complete, the old tail beyond it is not fed"
+    assert (s.buf.kept, s.buf.restarts) == (1, 0)
+
+
+def test_prefix_policy_a_complete_shorter_answer_cuts_the_tail_before_it_is_fed():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12, 13], 0)
+    assert feed(s, range(0, 2)) == [START, 10]
+    s.reset(2)
+    s.append([10, 11, 12], 2)
+    s.end(2)
+    assert feed(s, range(2, 6)) == [11, 12, PAD, PAD]
+    assert s.buf.restarts == 0
+
+
+def test_prefix_policy_the_same_answer_ending_changes_nothing():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12], 0)
+    assert feed(s, range(0, 2)) == [START, 10]
+    s.reset(2)
+    s.append([10, 11, 12], 2)
+    s.end(2)
+    assert feed(s, range(2, 5)) == [11, 12, PAD]
+    s.reset(5)  # the candidate was closed: a later oracle is compared afresh
+    s.append([10, 11, 12, 40], 5)
+    assert feed(s, range(5, 7)) == [40, PAD]
+
+
+def test_prefix_policy_an_oracle_that_ends_with_no_words_does_not_silence_the_current_one():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12], 0)
+    assert feed(s, range(0, 2)) == [START, 10]
+    s.reset(2)
+    s.end(2)
+    assert feed(s, range(2, 5)) == [11, 12, PAD]
+
+
+def test_end_changes_nothing_for_kame_and_late_playback():
+    for policy in ("kame", "late-playback"):
+        s = OracleStream(START, PAD, make_policy(policy))
+        s.reset(0)
+        s.append([10, 11], 0)
+        s.end(0)
+        assert feed(s, range(0, 4)) == [START, 10, 11, PAD]
