@@ -161,3 +161,89 @@ def test_turn_latency_is_measured_even_when_the_assistant_starts_before_the_end_
     lat.on({"kind": "final", "t": 8.1, "text": "x"})
     assert lat.on({"kind": "assistant_audio_start", "t": 8.4}) == {
         "type": "latency", "speech_end_s": 7.5, "onset_s": 0.9, "final_s": 0.6}
+
+
+# -- the recorder: disk I/O off the ticker -----------------------------------------------------------
+def _record_frames(rec, timeline, frames: range) -> float:  # noqa: ANN001
+    """Feed frames k (user k+1 hundredths, step output -(k+1) hundredths); the slowest frame() in s."""
+    worst = 0.0
+    for k in frames:
+        timeline.add("partial", text=f"w{k}")
+        timeline.add_frame(t=(k + 1) * 0.08, late_ms=0.0, step_ms=1.0, oracle_token=0, text="")
+        t0 = time.perf_counter()
+        rec.frame(np.full(FRAME_SAMPLES, (k + 1) / 100, np.float32), np.full(FRAME_SAMPLES, -(k + 1) / 100, np.float32),
+                  timeline)
+        worst = max(worst, time.perf_counter() - t0)
+    return worst
+
+
+def _jsonl(rec) -> list[dict[str, Any]]:  # noqa: ANN001
+    import json
+
+    return [json.loads(x) for x in rec.jsonl_path.read_text().splitlines()]
+
+
+def test_recorder_frame_does_not_wait_for_a_slow_disk_and_close_writes_everything(tmp_path, monkeypatch):
+    import soundfile as sf
+
+    from tandem.server.record import Recorder
+    from tandem.timeline import Timeline
+
+    delay = 0.2
+    real_write = sf.SoundFile.write
+
+    def slow_write(self, data):  # noqa: ANN001
+        time.sleep(delay)
+        return real_write(self, data)
+
+    monkeypatch.setattr(sf.SoundFile, "write", slow_write)
+    timeline = Timeline(clock=lambda: 0.0)
+    rec = Recorder(tmp_path, "slow")
+    n = 15  # crosses a flush (every 12 frames)
+    worst = _record_frames(rec, timeline, range(n))
+    assert worst < delay / 4, f"frame() took {worst * 1e3:.0f} ms: it waited for a {delay * 1e3:.0f} ms write"
+    t0 = time.perf_counter()
+    rec.close(timeline)
+    assert time.perf_counter() - t0 > delay, "close waits for the queued writes"
+    data, rate = sf.read(str(rec.wav_path), dtype="float32")
+    assert rate == SAMPLE_RATE and data.shape == (n * FRAME_SAMPLES, 2)
+    for k in (0, 7, n - 1):  # user frame k on the left; step k - 1's output on the right
+        assert abs(data[k * FRAME_SAMPLES, 0] - (k + 1) / 100) < 1e-3
+        assert abs(data[k * FRAME_SAMPLES, 1] + k / 100) < 1e-3
+    rows = _jsonl(rec)
+    assert [r["frame"] for r in rows if "frame" in r] == list(range(n))
+    assert [r["event"]["text"] for r in rows if "event" in r] == [f"w{k}" for k in range(n)]
+    assert rec.json_path.exists() and rec.dropped_frames == 0
+
+
+def test_a_full_recording_queue_drops_frames_as_silence_and_never_blocks(tmp_path, monkeypatch):
+    import threading
+
+    import soundfile as sf
+
+    from tandem.server.record import Recorder
+    from tandem.timeline import Timeline
+
+    stuck = threading.Event()
+    real_write = sf.SoundFile.write
+
+    def stuck_write(self, data):  # noqa: ANN001
+        stuck.wait(10)
+        return real_write(self, data)
+
+    monkeypatch.setattr(sf.SoundFile, "write", stuck_write)
+    timeline = Timeline(clock=lambda: 0.0)
+    rec = Recorder(tmp_path, "stuck", max_queued=4)
+    n = 20
+    worst = _record_frames(rec, timeline, range(n))
+    assert worst < 0.05, f"frame() took {worst * 1e3:.0f} ms with the queue full"
+    assert n - 5 <= rec.dropped_frames <= n - 4 and rec.dropped_flushes == 1
+    stuck.set()
+    rec.close(timeline)
+    data, _ = sf.read(str(rec.wav_path), dtype="float32")
+    assert data.shape == (n * FRAME_SAMPLES, 2), "dropped frames are written as silence: the wav stays aligned"
+    user = data[::FRAME_SAMPLES, 0]
+    kept = n - rec.dropped_frames
+    assert np.all(user[:kept] > 0) and not user[kept:].any()
+    rows = _jsonl(rec)  # the dropped flush's rows went with the last one
+    assert [r["frame"] for r in rows if "frame" in r] == list(range(n))
