@@ -99,3 +99,38 @@ async def test_cancelling_a_stream_really_stops_the_request():
         assert srv.tokens_sent == sent_at_cancel < 100, "the server must stop generating"
         assert srv.completed == 0
         await client.aclose()
+
+
+async def test_a_stream_that_stalls_after_its_first_chunk_ends_within_the_chunk_timeout():
+    # the first token comes at once, then the server goes quiet for far longer than chunk_timeout_s
+    stall = FakeLLMBehaviour(tokens=["The", " answer"], token_delay_s=5.0)
+    with FakeOpenAIServer(stall) as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m", first_token_timeout_s=20.0, chunk_timeout_s=0.3))
+        got: list[str] = []
+        t0 = asyncio.get_running_loop().time()
+        with pytest.raises(LLMError, match="stalled") as e:
+            async for d in client.stream(MSGS):
+                got.append(d)
+        waited = asyncio.get_running_loop().time() - t0
+        assert got == ["The"]
+        assert waited < 2.0, f"the chunk timeout must bound a stall mid-stream (waited {waited:.1f} s)"
+        assert "0.3" in str(e.value)
+        await client.aclose()
+
+
+async def test_a_slow_first_token_within_its_timeout_is_not_cut_by_the_chunk_timeout():
+    slow_start = FakeLLMBehaviour(first_token_delay_s=0.6)
+    with FakeOpenAIServer(slow_start) as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m", first_token_timeout_s=5.0, chunk_timeout_s=0.2))
+        assert await collect(client) == "The answer is Paris."
+        await client.aclose()
+
+
+async def test_first_token_timeout_holds_even_when_the_chunk_timeout_is_longer():
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=3.0)) as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m", first_token_timeout_s=0.3, chunk_timeout_s=10.0))
+        t0 = asyncio.get_running_loop().time()
+        with pytest.raises(LLMError, match="no first token within 0.3 s"):
+            await collect(client)
+        assert asyncio.get_running_loop().time() - t0 < 2.0
+        await client.aclose()

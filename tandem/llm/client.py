@@ -2,13 +2,18 @@
 
 Closing the stream closes the HTTP connection, which is how servers (llama.cpp, vLLM, SGLang,
 hosted APIs) learn that a superseded request should stop generating.
+
+Two read deadlines: up to `first_token_timeout_s` for the first token (a cold model may take long),
+then `chunk_timeout_s` for each later chunk (a stream that stalls mid-answer must end soon). One
+httpx read timeout cannot be both, so reads are bounded with asyncio deadlines instead.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, TypeVar
 
 import httpx
 
@@ -26,7 +31,7 @@ class LLMConfig:
     temperature: float = 0.0
     connect_timeout_s: float = 3.0
     first_token_timeout_s: float = 20.0  # a cold hosted model may take long; the frame loop never waits for it
-    chunk_timeout_s: float = 10.0
+    chunk_timeout_s: float = 10.0  # between chunks once the first token came
 
     @property
     def endpoint(self) -> str:
@@ -60,8 +65,8 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._http = httpx.AsyncClient(
             headers=headers,
-            timeout=httpx.Timeout(config.chunk_timeout_s, connect=config.connect_timeout_s,
-                                  read=max(config.first_token_timeout_s, config.chunk_timeout_s)),
+            # read=None: `stream` bounds every read itself, with the deadline of its phase
+            timeout=httpx.Timeout(config.chunk_timeout_s, connect=config.connect_timeout_s, read=None),
         )
 
     async def aclose(self) -> None:
@@ -73,17 +78,34 @@ class ChatClient:
         cfg = self.config
         body = {"model": cfg.model, "messages": messages, "stream": True,
                 "max_tokens": max_tokens or cfg.max_tokens, "temperature": cfg.temperature}
+        loop = asyncio.get_running_loop()
+        first_deadline = loop.time() + cfg.first_token_timeout_s  # the response headers count against it
+        no_first = f"LLM server at {cfg.endpoint} timed out: no first token within {cfg.first_token_timeout_s:g} s"
+        stalled = f"LLM stream from {cfg.endpoint} stalled: no chunk for {cfg.chunk_timeout_s:g} s (timed out)"
+        got_first = False
         try:
-            async with self._http.stream("POST", cfg.endpoint, json=body) as resp:
+            request = self._http.build_request("POST", cfg.endpoint, json=body)
+            resp = await _within(first_deadline, self._http.send(request, stream=True), no_first)
+            try:
                 if resp.status_code != 200:
-                    detail = (await resp.aread())[:200].decode("utf-8", "replace").strip()
+                    raw = await _within(loop.time() + cfg.chunk_timeout_s, resp.aread(), stalled)
+                    detail = raw[:200].decode("utf-8", "replace").strip()
                     raise LLMError(f"LLM server answered HTTP {resp.status_code} at {cfg.endpoint}: {detail}")
-                async for line in resp.aiter_lines():
+                lines = resp.aiter_lines()
+                while True:
+                    # set before each read, not across the yield: the consumer's time is not the server's
+                    deadline = loop.time() + cfg.chunk_timeout_s if got_first else first_deadline
+                    line = await _within(deadline, anext(lines, None), stalled if got_first else no_first)
+                    if line is None:
+                        return
                     delta = parse_sse_line(line)
                     if delta is _DONE:
                         return
                     if delta:
+                        got_first = True
                         yield delta
+            finally:
+                await resp.aclose()
         except httpx.ConnectError as e:
             raise LLMError(f"LLM server unreachable at {cfg.endpoint} ({e or 'connection refused'})") from None
         except httpx.TimeoutException as e:
@@ -93,6 +115,16 @@ class ChatClient:
 
 
 _DONE = object()
+_T = TypeVar("_T")
+
+
+async def _within(deadline: float, aw: Awaitable[_T], message: str) -> _T:
+    """`aw`, or LLMError(message) once the event loop's clock passes `deadline`."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await aw
+    except TimeoutError:
+        raise LLMError(message) from None
 
 
 def parse_sse_line(line: str):
