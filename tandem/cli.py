@@ -39,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
     r.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
     r.add_argument("--answer", action="append", default=[],
-                   help="an accepted answer word; when given, the assistant channel is transcribed and the "
-                        "answer latency printed (repeatable)")
+                   help="an accepted answer word; when given, the assistant channel is transcribed, the "
+                        "answer latency printed, and the exit code is 1 if no such word was heard (repeatable)")
     _add_llm_args(r)
     add_moshi_args(r)
 
@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(env TANDEM_TOKEN)")
     v.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed besides this server's own (repeatable; * for any)")
+    v.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a Host name clients may address this server by, besides localhost, IP addresses and "
+                        "--host (repeatable; * for any; a defence against DNS rebinding)")
     v.add_argument("--record", type=Path, default=None, metavar="DIR",
                    help="per session: stereo wav (user left, assistant right) and timeline, flushed every second")
     v.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem")
@@ -203,7 +206,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.idle_timeout <= 0 or args.session_timeout <= 0:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
     opts = ServeOptions(
-        server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin)),
+        server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
+                            allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
         front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
         llm_concurrency=args.llm_concurrency,
@@ -318,15 +322,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"said:    {s['said']!r}")
     onset = f"{s['onset_s']:.2f} s" if s["onset_s"] is not None else "no answer"
     print(f"onset latency (end of speech -> first assistant audio): {onset}")
+    heard_answer = True
     if args.answer:
         from .scoring import Transcriber, find_answer, speech_end_of
 
         end = speech_end_of(result.input.samples)
         words = Transcriber().words(result.assistant)
         hit = find_answer(words, args.answer, after=end or 0.0)
+        heard_answer = hit is not None and end is not None
         print(f"heard from the assistant: {' '.join(w.text for w in words)!r}")
         print("answer latency (end of speech -> answer word spoken): "
-              + (f"{hit.start - end:.2f} s" if hit and end is not None else "answer not spoken"))
+              + (f"{hit.start - end:.2f} s" if heard_answer else "answer not spoken"))
     print(f"frames: {s.get('frames', 0)}, p99 lateness {s.get('late_p99_ms', 0):.1f} ms, "
           f"deadline misses {s.get('deadline_misses', 0)}")
     for err in s["error_messages"]:
@@ -334,6 +340,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for label, path in (("output", args.out), ("timeline", args.timeline), ("plot", args.plot)):
         if path:
             print(f"{label}: {path}")
+    if not heard_answer:  # `make demo` is the proof that an install works: a silent failure must not pass
+        print(f"tandem: the answer ({' / '.join(args.answer)}) was not heard in the assistant's speech", file=sys.stderr)
+        return 1
     return 0
 
 

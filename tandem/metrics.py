@@ -58,7 +58,9 @@ def summarize(tl: dict[str, Any]) -> dict[str, Any]:
         "tts_first_audio_s": round(first_tts_audio["t"] - first_tts_start, 4) if first_tts_audio and first_tts_start is not None else None,
         "onset_s": onset_s(tl, end),
         "said": " ".join(e["text"] for e in ev if e["kind"] == "assistant_text"),
-        "error_messages": [e.get("error") for e in ev if e["kind"] in ("error", "llm_error")],
+        "error_messages": [e.get("error") if e["kind"] != "fault" else f"{e.get('action')}: {e.get('error')}"
+                           for e in ev if e["kind"] in ("error", "llm_error", "fault")],
+        "faults": sum(1 for e in ev if e["kind"] == "fault" and e.get("action") != "restarted"),
     }
     out.update(frame_health(tl))
     meta = tl.get("meta", {})

@@ -91,6 +91,9 @@ def plot_timeline(tl: dict[str, Any], path: str | Path, user: np.ndarray | None 
             row += 1
         elif e["kind"] in ("error", "llm_error"):
             ax.plot([e["t"]], [y["LLM streams"] if e["kind"] == "llm_error" else y["transcript"]], "rx", ms=9)
+        elif e["kind"] == "fault":  # a back-end process died or came back: across every lane
+            ax.axvline(e["t"], color="tab:red" if e.get("action") != "restarted" else "tab:olive", ls=":", lw=1)
+            ax.annotate(f"{e.get('part')} {e.get('action')}", (e["t"], len(LANES) - 0.6), fontsize=6, color="tab:red")
 
     ax.set_yticks([y[n] for n in LANES], LANES)
     ax.set_ylim(-0.7, len(LANES) - 0.3)

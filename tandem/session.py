@@ -25,6 +25,7 @@ import numpy as np
 from . import timeline as tl
 from .audio import AUDIBLE, FRAME_S, FRAME_SAMPLES
 from .cascade import CascadeResponder
+from .children import Supervisor
 from .clock import SessionClock
 from .conversation import Conversation
 from .errors import FrontEndUnavailable
@@ -88,7 +89,8 @@ class SessionConfig:
 class Session:
     def __init__(self, config: SessionConfig, listener: ListenerProcess, client: ChatClient | None,
                  voicer: Voicer | None = None, front_end: FrontEnd | None = None,
-                 oracle_policy: OraclePolicy | None = None, meta: dict[str, Any] | None = None) -> None:
+                 oracle_policy: OraclePolicy | None = None, meta: dict[str, Any] | None = None,
+                 supervisor: Supervisor | None = None) -> None:
         if config.mode not in MODES:
             raise ValueError(f"unknown mode {config.mode!r}; choose from {', '.join(MODES)}")
         if config.mode in ("tandem", "frontend") and front_end is None:
@@ -133,6 +135,8 @@ class Session:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._silent_frames = 10**9  # frames since the assistant was last audible
         self._live_k = 0  # next live step
+        self.supervisor = supervisor
+        self._unsubscribe: Any = None
 
     # -- back-end plumbing ------------------------------------------------------------------
     def _emit_oracle(self, kind: str, text: str) -> None:
@@ -145,6 +149,15 @@ class Session:
                 loop.call_soon_threadsafe(self._on_listener, msg)
             except RuntimeError:
                 pass  # the loop closed between the check and the call
+
+    def _on_fault_thread(self, event: dict[str, Any]) -> None:
+        """A back-end process died or came back (from the supervisor's thread): on the timeline."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(lambda: self.timeline.add(tl.FAULT, **event))
+            except RuntimeError:
+                pass
 
     def _on_listener(self, msg: dict[str, Any]) -> None:
         kind = msg.get("kind")
@@ -247,6 +260,8 @@ class Session:
     def _begin(self) -> None:
         """Open this session's back-end: a Listener stream, the oracle scheduler, a fresh front-end."""
         self._loop = asyncio.get_running_loop()
+        if self.supervisor is not None:
+            self._unsubscribe = self.supervisor.subscribe(self._on_fault_thread)
         self.listener.open(self.sid, self._on_listener_thread)
         if self.scheduler is not None:
             self.scheduler.start()
@@ -331,6 +346,9 @@ class Session:
         self._live_k = step.k + 1
 
     async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         self.listener.close(self.sid)
         if self.scheduler is not None:
             await self.scheduler.aclose()

@@ -1,11 +1,18 @@
 """The embedded default stack, started the way a user starts it and always stopped with the tool:
-the Listener process, the LLM (a llama.cpp server on loopback, or any server given by URL) and the TTS."""
+the Listener process, the LLM (a llama.cpp server on loopback, or any server given by URL) and the TTS.
+
+Every part proves it works before the stack is handed out (the LLM server answers one completion,
+the Listener decodes once, the voice speaks once); one that cannot stops the tool with one line
+that names the cause. The child processes are then watched by a `Supervisor`, which restarts one
+that dies and tells the sessions (their timelines) and `/api/status`."""
 from __future__ import annotations
 
 import contextlib
 import logging
 from dataclasses import dataclass, field
 
+from .children import Supervisor
+from .errors import BackendUnavailable
 from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
@@ -32,6 +39,7 @@ class Stack(contextlib.AbstractContextManager):
         self.listener: ListenerProcess | None = None
         self.llm_config: LLMConfig | None = None
         self.tts: TTS | None = None
+        self.supervisor = Supervisor()
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "Stack":
@@ -42,11 +50,18 @@ class Stack(contextlib.AbstractContextManager):
                 if self.llm_config is None:
                     self.server = self._stack.enter_context(LocalLlamaServer(threads=cfg.llm_threads))
                     self.llm_config = LLMConfig(url=self.server.url, model=self.server.model)
-                    self.server.warm_up()
                 log.info("LLM: %s (model %s)", self.llm_config.endpoint, self.llm_config.model)
             self.listener = self._stack.enter_context(ListenerProcess(cfg.listener))
             if cfg.need_tts:
-                self.tts = HibariTTS()
+                try:
+                    self.tts = HibariTTS()
+                except Exception as e:  # noqa: BLE001 - any failure to load the voice is the same to a user
+                    raise BackendUnavailable(f"the voice (hibari-tts) could not be loaded: {type(e).__name__}: {e}") from e
+            # closed first on the way out: parts stopped on purpose are not faults to restart
+            self._stack.callback(self.supervisor.close)
+            for part in (self.server, self.listener):
+                if part is not None:
+                    self.supervisor.watch(part)
         except BaseException:
             self._stack.close()
             raise
@@ -55,6 +70,13 @@ class Stack(contextlib.AbstractContextManager):
     def client(self) -> ChatClient | None:
         """A new client per event loop (httpx pools are bound to the loop that made them)."""
         return ChatClient(self.llm_config) if self.llm_config else None
+
+    def adopt(self, part):  # noqa: ANN001, ANN201 - a started tandem.children.Part, returned
+        """Stop `part` with the stack and restart it when it dies, like the stack's own parts."""
+        self._stack.push(part)
+        self._stack.callback(self.supervisor.close)  # before `part` is stopped on purpose
+        self.supervisor.watch(part)
+        return part
 
     def pids(self) -> list[int]:
         return [p for p in (self.server and self.server.pid, self.listener and self.listener.pid) if p]

@@ -31,6 +31,7 @@ TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
 ERROR = "error"
+FAULT = "fault"  # a back-end process died, was restarted, or is down (part, action, error)
 
 
 @dataclass

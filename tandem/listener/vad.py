@@ -39,6 +39,10 @@ class VadSegmenter:
         self.last_voiced_end = 0
         self.last_prob = 0.0
 
+    def start_at(self, sample: int) -> None:
+        """Continue a stream's clock from `sample` (a Listener restarted mid-session)."""
+        self.samples_seen = self.speech_start = self.last_voiced_end = sample
+
     def feed(self, audio: np.ndarray) -> tuple[list[float], list[VadEvent]]:
         self._pending = np.concatenate([self._pending, np.asarray(audio, dtype=np.float32)])
         probs: list[float] = []

@@ -52,7 +52,8 @@ class _Stream:
 
 
 def run_worker(inbox, outbox, config: ListenerConfig) -> None:
-    """Process entry point. inbox: ("open", sid) | ("audio", sid, float32 24 kHz) | ("close", sid) | ("stop",)."""
+    """Process entry point. inbox: ("open", sid[, start sample at 16 kHz]) | ("audio", sid, float32 24 kHz)
+    | ("close", sid) | ("stop",)."""
     import soxr
 
     from .whisper import ShortContextWhisper
@@ -75,7 +76,11 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             return False
         sid = msg[1]
         if op == "open":
-            streams[sid] = _Stream(VadSegmenter(config.vad), soxr.ResampleStream(IN_RATE, SAMPLE_RATE, 1, dtype="float32"))
+            st = _Stream(VadSegmenter(config.vad), soxr.ResampleStream(IN_RATE, SAMPLE_RATE, 1, dtype="float32"))
+            start = int(msg[2]) if len(msg) > 2 else 0  # a restarted Listener continues the stream's clock
+            st.vad.start_at(start)
+            st.offset = st.last_partial_end = start
+            streams[sid] = st
         elif op == "close":
             streams.pop(sid, None)
         elif op == "audio":

@@ -1,13 +1,16 @@
 """The embedded LLM: SmolLM2-135M-Instruct served by llama.cpp's OpenAI-compatible server on loopback.
 
-Started as a child process on a free port, waited for, and stopped with the tool, also on Ctrl-C,
-on errors, and (through PR_SET_PDEATHSIG) when the tool itself is killed.
+Started as a child process on a free port, checked with one real completion before anything uses
+it, and stopped with the tool, also on Ctrl-C, on errors, and (through PR_SET_PDEATHSIG) when the
+tool itself is killed. A server that dies later is restarted on the same port by the supervisor
+(`tandem.children`), so clients keep their URL.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -18,11 +21,24 @@ from pathlib import Path
 
 import httpx
 
+from ..children import describe_exit
 from ..errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
 MODEL_ALIAS = "smollm2-135m-instruct"
+REBUILD_HINT = ("rebuild llama.cpp for this machine's CPU with `make setup-llm` "
+                "(or `python -m tandem.llm.build --force` in the tool's environment)")
+
+
+def death_message(code: int | None, log_tail: str = "") -> str:
+    """One line for a server that died: the signal and what it means, and what fixes it."""
+    msg = f"the embedded LLM server {describe_exit(code)}"
+    if code == -signal.SIGILL:
+        msg += f"; {REBUILD_HINT}"
+    elif log_tail:
+        msg += f"; its last words: {log_tail}"
+    return msg
 
 
 def bundled_model_path() -> Path:
@@ -52,15 +68,23 @@ def _die_with_parent() -> None:
 class LocalLlamaServer:
     """Context manager: `with LocalLlamaServer() as srv: srv.url`."""
 
+    name = "LLM server"
+
     def __init__(self, model_path: Path | None = None, threads: int = 1, n_ctx: int = 2048,
-                 startup_timeout_s: float = 60.0) -> None:
+                 startup_timeout_s: float = 60.0, command: list[str] | None = None) -> None:
         self.model_path = model_path or bundled_model_path()
         self.threads = threads
         self.n_ctx = n_ctx
         self.startup_timeout_s = startup_timeout_s
+        # another OpenAI-compatible server program, given `--host H --port P` after its own arguments
+        # (TANDEM_LLM_SERVER_CMD, e.g. llama.cpp's own llama-server with its model)
+        env = os.environ.get("TANDEM_LLM_SERVER_CMD")
+        self.command = command if command is not None else (shlex.split(env) if env else None)
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self._log_path: Path | None = None
+        self._closed = False
+        self._last_code: int | None = None
 
     @property
     def url(self) -> str:
@@ -71,30 +95,45 @@ class LocalLlamaServer:
         return MODEL_ALIAS
 
     def start(self) -> "LocalLlamaServer":
-        if not self.model_path.exists():
+        if self.command is None and not self.model_path.exists():
             raise BackendUnavailable(f"embedded LLM weights not found at {self.model_path}")
-        self.port = free_port()
+        self._closed = False
+        self.port = self.port or free_port()  # a restart keeps the port, so clients keep their URL
+        self._spawn()
+        self._wait_ready()
+        self.self_check()
+        return self
+
+    def _spawn(self) -> None:
         import tempfile
         fd, name = tempfile.mkstemp(prefix="tandem-llama-", suffix=".log")
         self._log_path = Path(name)
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path),
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--model_alias", MODEL_ALIAS, "--verbose", "False"]
+        if self.command is not None:
+            cmd = [*self.command, "--host", "127.0.0.1", "--port", str(self.port)]
+        else:
+            cmd = [sys.executable, "-m", "tandem.llm.llama_main", "--model", str(self.model_path),
+                   "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+                   "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                   "--model_alias", MODEL_ALIAS, "--verbose", "False"]
         log.info("starting embedded LLM server on 127.0.0.1:%d (%s)", self.port, self.model_path.name)
         self.proc = subprocess.Popen(cmd, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)
         os.close(fd)
-        self._wait_ready()
-        return self
+
+    def _died(self) -> BackendUnavailable:
+        code = self.proc.returncode if self.proc is not None else None
+        tail = self._log_tail()
+        self._terminate()
+        return BackendUnavailable(death_message(code, tail))
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
+            if self._closed:  # stopped while a restart was under way: leave nothing behind
+                self._terminate()
+                raise BackendUnavailable("the embedded LLM server was stopped while starting")
             if self.proc is not None and self.proc.poll() is not None:
-                tail = self._log_tail()
-                self.stop()
-                raise BackendUnavailable(f"embedded LLM server exited at start-up (code {self.proc.returncode}): {tail}")
+                raise self._died()
             try:
                 r = httpx.get(f"http://127.0.0.1:{self.port}/v1/models", timeout=1.0)
                 if r.status_code == 200:
@@ -103,16 +142,50 @@ class LocalLlamaServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        self.stop()
+        self._terminate()
         raise BackendUnavailable(f"embedded LLM server did not become ready within {self.startup_timeout_s:.0f} s")
 
-    def warm_up(self) -> None:
-        """One tiny request, so the first real question does not pay for cold caches."""
-        body = {"model": MODEL_ALIAS, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}
+    def self_check(self, timeout_s: float = 30.0) -> None:
+        """One real completion: a server that loads its model but dies or fails on its first request
+        (a llama.cpp built for another CPU dies here, at its first matrix product) stops the tool now,
+        with the cause, instead of leaving every answer silently empty. It also warms the caches."""
+        body = {"model": MODEL_ALIAS, "max_tokens": 2, "temperature": 0.0,
+                "messages": [{"role": "user", "content": "Say hi."}]}
         try:
-            httpx.post(f"{self.url}/chat/completions", json=body, timeout=30.0)
+            r = httpx.post(f"{self.url}/chat/completions", json=body, timeout=timeout_s)
         except httpx.HTTPError as e:
-            log.warning("LLM warm-up request failed: %s", e)
+            time.sleep(0.2)  # a dying server drops the connection a moment before it is reaped
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self._died() from None
+            self._terminate()
+            raise BackendUnavailable(f"the embedded LLM server did not answer its first request: "
+                                     f"{type(e).__name__}: {e}") from None
+        if self.proc is not None and self.proc.poll() is not None:
+            raise self._died()
+        try:
+            ok = r.status_code == 200 and r.json()["choices"][0]["message"] is not None
+        except (ValueError, KeyError, IndexError, TypeError):
+            ok = False
+        if not ok:
+            self._terminate()
+            raise BackendUnavailable(f"the embedded LLM server answered its first request with HTTP {r.status_code}: "
+                                     f"{r.text[:160]}")
+        log.info("embedded LLM server answered its first request")
+
+    # -- supervision (tandem.children.Part) --------------------------------------------------------
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc is not None else self._last_code
+
+    def restart(self) -> None:
+        if self._closed:
+            raise BackendUnavailable("the embedded LLM server was stopped")
+        self._cleanup_log()
+        self._spawn()
+        self._wait_ready()
+        self.self_check()
 
     def _log_tail(self) -> str:
         try:
@@ -121,6 +194,10 @@ class LocalLlamaServer:
             return "no output"
 
     def stop(self) -> None:
+        self._closed = True
+        self._terminate()
+
+    def _terminate(self) -> None:
         p, self.proc = self.proc, None
         if p is not None and p.poll() is None:
             p.terminate()
@@ -129,6 +206,11 @@ class LocalLlamaServer:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+        if p is not None:
+            self._last_code = p.returncode
+        self._cleanup_log()
+
+    def _cleanup_log(self) -> None:
         if self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
             self._log_path = None

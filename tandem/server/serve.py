@@ -126,7 +126,8 @@ def serve(opts: ServeOptions) -> int:
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
                             need_tts=False)
-    with Stack(stack_cfg) as stack, ProcessTTS() as voice:
+    with Stack(stack_cfg) as stack:
+        voice = stack.adopt(ProcessTTS())
         deprioritize(stack.pids(), opts.backend_nice)
 
         # A full collection walks every object: with the models and the voice's lexicons loaded that
@@ -141,7 +142,7 @@ def serve(opts: ServeOptions) -> int:
         async def main() -> None:
             client = stack.client()
             llm = SharedLLM(client, opts.llm_concurrency) if client is not None else None
-            backend = Backend(stack.listener, llm, voice, provider)
+            backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor)
             hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode), max_sessions=opts.max_sessions,
                                          limits=opts.limits, record_dir=opts.record_dir,
                                          oracle_policy=opts.oracle_policy))

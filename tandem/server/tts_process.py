@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from ..children import describe_exit
 from ..errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -51,23 +52,49 @@ def _worker(conn, voice: str, threads: int) -> None:  # noqa: ANN001
 
 
 class ProcessTTS:
-    """A TTS (`synthesize(text) -> float32 audio`) whose engine runs in a child process."""
+    """A TTS (`synthesize(text) -> float32 audio`) whose engine runs in a child process.
 
-    def __init__(self, voice: str = "heart", threads: int = 1, start_timeout_s: float = 120.0) -> None:
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker, args=(child, voice, threads), name="tandem-voice", daemon=True)
-        self._proc.start()
-        child.close()
+    Requests are served one at a time and each waits at most `timeout_s` (plus a little per
+    character) for its audio: a voice that hangs is killed, so it cannot hold the lock that every
+    session's voice thread shares; the supervisor then starts it again (`restart`)."""
+
+    name = "voice"
+
+    def __init__(self, voice: str = "heart", threads: int = 1, start_timeout_s: float = 120.0,
+                 timeout_s: float = 5.0) -> None:
+        self.voice = voice
+        self.threads = threads
+        self.start_timeout_s = start_timeout_s
+        self.timeout_s = timeout_s
         self._lock = threading.Lock()
-        if not self._conn.poll(start_timeout_s):
-            self.close()
-            raise BackendUnavailable(f"the voice process did not start within {start_timeout_s:.0f} s")
-        kind, value = self._conn.recv()
+        self._closed = False
+        self.timeouts = 0
+        self._conn, self._proc = self._spawn()
+
+    def _spawn(self):  # noqa: ANN202 - (connection, process), started and ready
+        ctx = mp.get_context("spawn")
+        conn, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(child, self.voice, self.threads), name="tandem-voice", daemon=True)
+        proc.start()
+        child.close()
+        try:
+            if not conn.poll(self.start_timeout_s):
+                raise BackendUnavailable(f"the voice process did not start within {self.start_timeout_s:.0f} s")
+            kind, value = conn.recv()
+        except (EOFError, OSError):
+            proc.join(timeout=3)
+            conn.close()
+            raise BackendUnavailable(f"the voice process {describe_exit(proc.exitcode)} at start-up") from None
+        except BackendUnavailable:
+            _kill(proc)
+            conn.close()
+            raise
         if kind != "ready":
-            self.close()
+            _kill(proc)
+            conn.close()
             raise BackendUnavailable(str(value))
         self.sample_rate = int(value)
+        return conn, proc
 
     @property
     def pid(self) -> int | None:
@@ -76,16 +103,46 @@ class ProcessTTS:
     def synthesize(self, text: str) -> np.ndarray:
         with self._lock:
             if not self._proc.is_alive():
-                raise RuntimeError("the voice process is not running")
+                raise RuntimeError(f"the voice process {describe_exit(self._proc.exitcode)}")
             t0 = time.perf_counter()
-            self._conn.send(text)
-            kind, value = self._conn.recv()
+            limit = self.timeout_s + 0.02 * len(text)
+            try:
+                self._conn.send(text)
+                ready = self._conn.poll(limit)
+                reply = self._conn.recv() if ready else None
+            except (EOFError, OSError) as e:
+                raise RuntimeError(f"the voice process {describe_exit(self._proc.exitcode)}") from e
+            if reply is None:
+                # hung: kill it rather than let every session wait behind it; the supervisor restarts it
+                self.timeouts += 1
+                _kill(self._proc)
+                raise TimeoutError(f"the voice gave no audio within {limit:.1f} s; it was killed and will be restarted")
+        kind, value = reply
         if kind != "ok":
             raise RuntimeError(f"the voice failed: {value}")
         log.debug("voice: %r in %.0f ms", text[:40], (time.perf_counter() - t0) * 1e3)
         return value
 
+    # -- supervision (tandem.children.Part) --------------------------------------------------------
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def exit_code(self) -> int | None:
+        return self._proc.exitcode
+
+    def restart(self) -> None:
+        if self._closed:
+            raise BackendUnavailable("the voice was stopped")
+        conn, proc = self._spawn()  # outside the lock: sessions fail fast meanwhile instead of queueing
+        with self._lock:
+            old_conn, self._conn, self._proc = self._conn, conn, proc
+            closed = self._closed
+        old_conn.close()
+        if closed:
+            self.close()
+
     def close(self) -> None:
+        self._closed = True
         try:
             if self._proc.is_alive():
                 with self._lock:
@@ -94,9 +151,7 @@ class ProcessTTS:
         except (OSError, BrokenPipeError):
             pass
         finally:
-            if self._proc.is_alive():
-                self._proc.terminate()
-                self._proc.join(timeout=3)
+            _kill(self._proc)
             self._conn.close()
 
     def __enter__(self) -> "ProcessTTS":
@@ -104,3 +159,9 @@ class ProcessTTS:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _kill(proc) -> None:  # noqa: ANN001
+    if proc.is_alive():
+        proc.kill()
+    proc.join(timeout=3)
