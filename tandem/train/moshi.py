@@ -146,7 +146,7 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
     lm_kwargs = files.lm_kwargs if files.lm_kwargs is not None else dict(moshi_7b_kwargs)
     kwargs = {**lm_kwargs, "gradient_checkpointing": cfg.gradient_checkpointing} if cfg.gradient_checkpointing \
         else lm_kwargs
-    model, backfilled = load_lm(files.lm, kwargs, device=device, dtype=dt)
+    model, backfilled = load_lm(files.lm, kwargs, device=device, dtype=dt, lora=files.lora)
     tok = MoshiTokenizer(files.tokenizer, model.text_initial_token_id, model.text_padding_token_id,
                          model.end_of_text_padding_id)
     if cfg.lora:
@@ -202,7 +202,7 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
             "last_loss": float(np.mean([h["loss"] for h in history[-10:]])) if history else None}
     out_dir = Path(out_dir)
     checkpoint.save(out_dir, state, dict(lm_kwargs), files.mimi, files.tokenizer, mimi_config=files.mimi_config,
-                    extra={"tandem_training": {k: v for k, v in meta.items() if k != "config"}})
+                    training={k: v for k, v in meta.items() if k != "config"})
     (out_dir / "history.json").write_text(json.dumps({"meta": meta, "history": history}, indent=1))
     return meta
 

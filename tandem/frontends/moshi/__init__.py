@@ -28,7 +28,7 @@ def load(moshi_weights: str | Path | None = None, hf_repo: str | None = None, de
 
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     files = checkpoint.resolve(moshi_weights, hf_repo)
-    key = (str(files.lm), str(files.mimi), str(files.tokenizer), dev, dtype)
+    key = (str(files.lm), str(files.lora), str(files.mimi), str(files.tokenizer), dev, dtype)
     if key not in _cache:
         _cache.clear()  # one model in memory at a time
         _cache[key] = load_bundle(files, device=dev, dtype=dtype)
@@ -40,8 +40,8 @@ def make_front_end(moshi_weights: str | Path | None = None, hf_repo: str | None 
                    checkpoint: str | Path | None = None, tts: Any = None, **sampling: Any) -> Any:
     """Factory for `tandem.frontend.build("moshi", ...)`. `checkpoint` (tandem run --checkpoint) is an
     alias of `moshi_weights`; `tts` is ignored (Moshi speaks with its own voice); the remaining keyword
-    arguments are sampling settings (temp, temp_text, top_k, top_k_text, use_sampling)."""
-    from .frontend import MoshiFrontEnd, Sampling
+    arguments are LMGen settings (the fields of frontend.Sampling: temp, temp_text, top_k, ...)."""
+    from .frontend import MoshiFrontEnd, Sampling, sampling_defaults
     from .options import env_defaults
 
     env = env_defaults()  # TANDEM_MOSHI_* (set by `tandem bench`, or by hand) fill what was not given
@@ -49,8 +49,7 @@ def make_front_end(moshi_weights: str | Path | None = None, hf_repo: str | None 
     seed = seed if seed is not None else env.get("seed")
     bundle = load(moshi_weights, hf_repo or env.get("hf_repo"), device or env.get("device"), dtype or env.get("dtype"))
     # the checkpoint's own sampling defaults (moshi's lm_gen_config), then what the caller asked for
-    known = set(Sampling.__dataclass_fields__)
-    defaults = {k: v for k, v in bundle.files.lm_gen_config.items() if k in known}
+    defaults = sampling_defaults(bundle.files.lm_gen_config)
     return MoshiFrontEnd(bundle, batch_size=batch_size, sampling=Sampling(**{**defaults, **sampling}), seed=seed)
 
 

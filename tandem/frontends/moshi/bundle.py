@@ -40,12 +40,13 @@ def load_bundle(files: CheckpointFiles, device: str = "cpu", dtype: str | torch.
     dt = dtype if isinstance(dtype, torch.dtype) else parse_dtype(dtype, dev)
     lm_kwargs = files.lm_kwargs if files.lm_kwargs is not None else dict(moshi_7b_kwargs)
     try:
-        lm, backfilled = load_lm(files.lm, lm_kwargs, device=dev, dtype=dt)
+        lm, backfilled = load_lm(files.lm, lm_kwargs, device=dev, dtype=dt, lora=files.lora)
     except TypeError as e:  # config.json names an argument this moshi's LMModel does not take
         raise FrontEndUnavailable(f"the LM config of {files.source} does not fit moshi {_moshi_version()}'s "
                                   f"LMModel ({e}); is it a Moshi/KAME checkpoint?") from e
     except (ValueError, KeyError, OSError) as e:
-        raise FrontEndUnavailable(f"cannot load the LM weights {files.lm}: {e}; {how_to_get()}") from e
+        what = f"{files.lm} with the LoRA adapter {files.lora}" if files.lora else str(files.lm)
+        raise FrontEndUnavailable(f"cannot load the LM weights {what}: {e}; {how_to_get()}") from e
     if backfilled:
         log.warning("%s has no oracle embedding (a plain Moshi checkpoint): oracle_emb starts as a copy of "
                     "text_emb, so oracles are heard but the model was never trained to use them", files.lm)

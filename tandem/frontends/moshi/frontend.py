@@ -11,8 +11,9 @@ frame whose audio it belongs to.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -23,15 +24,51 @@ from ...frontend import FrontEndOutput, UserFrame
 from ._deps import compile_guard
 from .bundle import MoshiBundle
 
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class Sampling:
-    """moshi's LMGen sampling settings (its defaults)."""
+    """moshi's LMGen settings a checkpoint's `lm_gen_config` can carry (LMGen's defaults)."""
 
     temp: float = 0.8
     temp_text: float = 0.7
     top_k: int = 250
     top_k_text: int = 25
     use_sampling: bool = True
+    cfg_coef: float = 1.0
+    check: bool = False
+    cfg_is_masked_until: list[int] | None = None
+    cfg_is_no_text: bool = False
+
+
+# LMGen arguments that are Python objects (a config file cannot carry them), and the one this
+# front-end fixes: support_out_of_sync, so that each batch slot keeps its own clock (see __init__)
+NOT_FROM_CONFIG = frozenset({"condition_tensors", "on_text_hook", "on_text_logits_hook", "on_audio_hook"})
+FIXED = frozenset({"support_out_of_sync"})
+
+
+def sampling_defaults(lm_gen_config: dict[str, Any]) -> dict[str, Any]:
+    """The Sampling fields a checkpoint's lm_gen_config sets (moshi passes the whole dict to
+    LMGen); anything LMGen would not take, or that cannot come from a file, is left out with a warning."""
+    import inspect
+
+    from moshi.models import LMGen
+
+    accepted = set(inspect.signature(LMGen.__init__).parameters) - {"self", "lm_model"}
+    fields = set(Sampling.__dataclass_fields__)
+    out: dict[str, Any] = {}
+    for key, value in lm_gen_config.items():
+        if key in fields:
+            out[key] = value
+        elif key in FIXED:
+            log.debug("lm_gen_config %s=%r: this front-end always sets it to True", key, value)
+        elif key in accepted:
+            log.warning("lm_gen_config %s=%r ignored: LMGen takes a Python object there, not a value from a file",
+                        key, value)
+        else:
+            log.warning("lm_gen_config %s=%r ignored: moshi's LMGen has no such argument", key, value)
+    return out
 
 
 class MoshiFrontEnd:
@@ -61,8 +98,7 @@ class MoshiFrontEnd:
         s = self.sampling
         # support_out_of_sync: each slot has its own clock (moshi's default returns None for the whole
         # batch while *any* reset is fresh, so resetting one session would silence the others for a frame)
-        self.gen = LMGen(lm, use_sampling=s.use_sampling, temp=s.temp, temp_text=s.temp_text, top_k=s.top_k,
-                         top_k_text=s.top_k_text, support_out_of_sync=True)
+        self.gen = LMGen(lm, **asdict(s), support_out_of_sync=True)
         self._stack: contextlib.ExitStack | None = None
         # moshi's exec masks as last set (all slots running): Mimi's and the LM's, set only on change
         self._mask: dict[str, tuple[bool, ...]] = {"mimi": (True,) * batch_size, "lm": (True,) * batch_size}

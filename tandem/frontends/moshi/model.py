@@ -19,8 +19,10 @@ takes the oracle sequence and aligns it like the text stream (start token first,
 from __future__ import annotations
 
 import copy
+import logging
+import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -30,6 +32,7 @@ require_moshi()
 
 from moshi.models.lm import LMModel, LMOutput  # noqa: E402
 
+log = logging.getLogger(__name__)
 ORACLE_PREFIX = "oracle_emb."
 TEXT_PREFIX = "text_emb."
 
@@ -120,9 +123,75 @@ def build_lm(lm_kwargs: Mapping[str, Any], device: str | torch.device = "cpu",
     return OracleLMModel(device=device, dtype=dtype, **kwargs)
 
 
+SAFETENSORS_SUFFIXES = (".safetensors", ".sft", ".sfts")  # moshi's `_is_safetensors`
+# where trainers nest a state dict in a torch pickle: moshi's own {"fsdp_best_state": {"model": ...}},
+# and the common {"model": ...} / {"state_dict": ...} / {"module": ...}
+NESTING_KEYS = ("fsdp_best_state", "model", "state_dict", "module")
+# kame_finetune's training model (MoshiForFinetuning) keeps gating weights as plain parameters for
+# DeepSpeed ZeRO-3 (`...gating.linear_in_weight`); its export renames them back, its init dir does not
+EXPOSED = re.compile(r"(\.gating(?:\.\d+)?)\.linear_(in|out)_weight$")
+
+
+def read_state(path: str | Path, cast: Callable[[str, torch.Tensor], torch.Tensor] = lambda k, v: v
+               ) -> dict[str, torch.Tensor]:
+    """A state dict from a safetensors file or a torch pickle (`.pt`), each tensor passed through
+    `cast` as it is read."""
+    path = Path(path)
+    if path.suffix in SAFETENSORS_SUFFIXES:
+        from safetensors import safe_open
+
+        # tensor by tensor, cast as read: the public KAME checkpoint is float32 (about 32 GB), and
+        # loading it whole before casting would need twice the host memory of the bf16 model
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            return {k: cast(k, f.get_tensor(k)) for k in f.keys()}
+    import pickle
+
+    try:
+        try:  # memory-mapped, for the same reason; files in torch's legacy format cannot be
+            obj: Any = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only: a pickle of objects, not of tensors
+        raise ValueError(f"{path.name} is not a plain torch state dict ({str(e).splitlines()[0]})") from e
+    while isinstance(obj, Mapping) and not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        key = next((k for k in NESTING_KEYS if isinstance(obj.get(k), Mapping)), None)
+        if key is None:
+            raise ValueError(f"{path.name} holds no state dict (top-level keys: {', '.join(map(str, list(obj)[:8]))})")
+        obj = obj[key]
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{path.name} holds a {type(obj).__name__}, not a state dict")
+    state = dict(obj)
+    if state and all(k.startswith("module.") for k in state):  # saved from a DistributedDataParallel wrapper
+        state = {k[len("module."):]: v for k, v in state.items()}
+    return {k: cast(k, v) for k, v in state.items()}
+
+
+def merge_lora(state: dict[str, torch.Tensor], adapter: Mapping[str, torch.Tensor], scaling: float) -> int:
+    """Fold a moshi LoRA adapter into `state` in place, as moshi's loader does with fuse_lora (its
+    server's default): W' = W + scaling * B @ A, in the weights' dtype, the same operations as
+    `moshi.modules.lora.replace_lora_with_linear`. Full tensors saved beside the adapters replace
+    the base's first, as moshi's non-strict load does. Returns how many linear layers were merged."""
+    pairs = {k[:-len(".lora_A.weight")] for k in adapter if k.endswith(".lora_A.weight")}
+    pairs |= {k[:-len(".lora_B.weight")] for k in adapter if k.endswith(".lora_B.weight")}
+    for k, v in adapter.items():
+        if ".lora_A." in k or ".lora_B." in k:
+            continue
+        state[k.replace(".frozen_W.", ".")] = v  # moshi's LoRALinear keeps the base linear as frozen_W
+    for prefix in sorted(pairs):
+        a, b = adapter.get(prefix + ".lora_A.weight"), adapter.get(prefix + ".lora_B.weight")
+        if a is None or b is None:
+            raise ValueError(f"the LoRA adapter has only one of lora_A / lora_B for {prefix}")
+        if prefix + ".weight" not in state:
+            raise ValueError(f"the LoRA adapter is for {prefix}, which the LM weights do not have")
+        state[prefix + ".weight"] = state[prefix + ".weight"] + scaling * (b @ a)
+    return len(pairs)
+
+
 def load_lm(weights: str | Path | dict[str, torch.Tensor], lm_kwargs: Mapping[str, Any],
-            device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> tuple[OracleLMModel, bool]:
-    """Build the model and load a KAME or Moshi state dict (safetensors path or dict).
+            device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+            lora: str | Path | dict[str, torch.Tensor] | None = None) -> tuple[OracleLMModel, bool]:
+    """Build the model and load a KAME or Moshi state dict (safetensors or torch file, or a dict),
+    with the LoRA adapter `lora` merged in when given (scaling from lm_kwargs, as in moshi).
 
     Returns (model, backfilled): backfilled is True when the weights had no oracle embedding (a plain
     Moshi checkpoint) and it was copied from the text embedding. Loading is strict otherwise, so a
@@ -135,17 +204,20 @@ def load_lm(weights: str | Path | dict[str, torch.Tensor], lm_kwargs: Mapping[st
         return v.float() if k.startswith(("condition_provider.", "fuser.")) else v.to(dtype)
 
     if isinstance(weights, (str, Path)):
-        from safetensors import safe_open
-
-        # tensor by tensor, cast as read: the public KAME checkpoint is float32 (about 32 GB), and
-        # loading it whole before casting would need twice the host memory of the bf16 model
-        state = {}
-        with safe_open(str(weights), framework="pt", device="cpu") as f:
-            for k in f.keys():
-                state[k] = cast(k, f.get_tensor(k))
+        state = read_state(weights, cast)
     else:
         state = {k: cast(k, v) for k, v in weights.items()}
-    backfilled = backfill_oracle(state)
+    state = {EXPOSED.sub(r"\1.linear_\2.weight", k): v for k, v in state.items()}
+    backfilled = backfill_oracle(state)  # before the adapter, in KAME's order (its loader backfills first)
+    if lora is not None:
+        if not lm_kwargs.get("lora"):
+            # moshi asserts the same: an adapter for a config that does not say how to apply it
+            raise ValueError("the config names a LoRA adapter (lora_name) but does not set lora: true")
+        adapter = read_state(lora, cast) if isinstance(lora, (str, Path)) else {k: cast(k, v) for k, v in lora.items()}
+        merge_lora(state, adapter, float(lm_kwargs.get("lora_scaling", 2.0)))
+    elif lm_kwargs.get("lora"):
+        log.warning("the LM config says lora: true but names no adapter (lora_name): loading the base weights as "
+                    "they are (moshi would add untrained, randomly initialised adapters)")
     model = build_lm(lm_kwargs, device="meta", dtype=dtype)
     try:
         res = model.load_state_dict(state, strict=False, assign=True)
