@@ -111,6 +111,33 @@ async def test_token_is_required_when_set_by_query_or_bearer_header():
         async with aiohttp.ClientSession() as http:
             async with http.get(base + "/api/status") as r:
                 assert r.status == 401
+            async with http.ws_connect(base + "/api/chat?token=s3cret-token") as ws:  # still accepted
+                assert (await ws.receive_bytes(timeout=5)) == proto.handshake()
+
+
+async def test_token_in_a_header_or_the_websocket_subprotocol_never_in_the_url():
+    assert "token" not in ProtocolClient("http://x", token="s3cret-token").url, "URLs end up in access logs"
+    async with fake_server(token="s3cret-token") as (base, _, _):
+        c = await ProtocolClient(base, subprotocols=("tandem-token.s3cret-token",)).connect()
+        assert c.ws.protocol == "tandem-token.s3cret-token", "the accepted subprotocol is echoed (RFC 6455)"
+        await c.close()
+        c = await ProtocolClient(base, subprotocols=("other", "tandem-token.wrong", "tandem-token.s3cret-token")).connect()
+        assert c.ws.protocol == "tandem-token.s3cret-token"
+        await c.close()
+        for sub in (("tandem-token.wrong-token",), ("s3cret-token",), ("tandem-token.",)):
+            with pytest.raises(HandshakeError, match="401"):
+                await ProtocolClient(base, subprotocols=sub).connect()
+        async with aiohttp.ClientSession() as http:
+            for headers, status in (({"Authorization": "Bearer s3cret-token"}, 200),
+                                    ({"Authorization": "Bearer wrong-token"}, 401), ({}, 401)):
+                async with http.get(base + "/api/status", headers=headers) as r:
+                    assert r.status == status, headers
+                    if status == 401:
+                        assert "missing or wrong token" in await r.text()
+    async with fake_server() as (base, _, _):  # a tokenless server still completes such a client's handshake
+        c = await ProtocolClient(base, subprotocols=("tandem-token.stale-token",)).connect()
+        assert c.ws.protocol == "tandem-token.stale-token"
+        await c.close()
 
 
 def test_non_loopback_bind_needs_a_token():
@@ -131,6 +158,75 @@ async def test_browser_origins_must_be_this_server_or_allowed():
         for origin in (f"http://{host}", "https://app.example"):
             c = await ProtocolClient(base, headers={"Origin": origin}).connect()
             await c.close()
+
+
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+           "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+async def _get(url: str, headers: dict[str, str]) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url, headers=headers) as r:
+            return r.status, (await r.text() if r.status != 101 else "")
+
+
+async def test_dns_rebinding_a_foreign_host_name_is_refused_on_a_tokenless_server():
+    async with fake_server() as (base, _, _):
+        port = base.rsplit(":", 1)[1]
+        # evil.example rebound to 127.0.0.1: its page is same-origin with itself, so Origin matches Host
+        evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        for path, extra in (("/api/chat", UPGRADE), ("/api/status", {}), ("/", {})):
+            status, text = await _get(base + path, {**extra, **evil})
+            assert status == 403 and "host not allowed" in text and "--allow-host evil.example" in text, (path, text)
+        with pytest.raises(HandshakeError, match="403"):
+            await ProtocolClient(base, headers=evil).connect()
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost"):
+            status, _ = await _get(base + "/api/status", {"Host": host})
+            assert status == 200, host
+            c = await ProtocolClient(base, headers={"Host": host, "Origin": f"http://{host}"}).connect()
+            await c.close()
+    async with fake_server(allow_hosts=("tandem.example",)) as (base, _, _):
+        port = base.rsplit(":", 1)[1]
+        c = await ProtocolClient(base, headers={"Host": f"tandem.example:{port}",
+                                                "Origin": f"http://tandem.example:{port}"}).connect()
+        await c.close()
+        assert (await _get(base + "/api/status", {"Host": f"evil.example:{port}"}))[0] == 403
+
+
+async def test_the_browser_page_sends_the_token_of_its_address_as_a_websocket_subprotocol(tmp_path):
+    browser = pytest.importorskip("test_browser")
+    if not os.path.exists(browser.CHROMIUM):
+        pytest.skip("needs Debian's chromium")
+    mic = browser.fake_mic_wav(tmp_path / "q.wav", question(lead_s=0.2, speech_s=0.5, tail_s=3.0))
+    async with fake_server(token="s3cret-token") as (base, hub, _):
+        # the fragment never reaches the server; the page offers "tandem-token.s3cret-token"
+        res = await browser.run_page(base + "/#token=s3cret-token", mic, 10, "browser-token.png",
+                                     until=lambda st, lanes: st["pagesIn"] > 10)
+        total = hub.sessions_total
+    assert not res["problems"] and not res["state"]["errors"], (res["problems"], res["state"]["errors"])
+    assert res["state"]["pagesIn"] > 10 and total == 1
+
+
+def test_host_allow_list_rules():
+    from tandem.server.app import host_allowed
+
+    loop = ServerConfig()
+    for host in ("localhost", "LOCALHOST:1", "127.0.0.1:8998", "[::1]:8998", "192.168.1.5:8998", "localhost."):
+        assert host_allowed(host, loop), host
+    for host in (None, "", "evil.example", "evil.example:8998", "localhost.evil.example", "evil@127.0.0.1",
+                 "127.0.0.1:port", "127.0.0.1/x"):
+        assert not host_allowed(host, loop), host
+    assert host_allowed("box.lan:8998", ServerConfig(host="box.lan", token="long-enough-token"))
+    assert not host_allowed("box.lan", ServerConfig(host="0.0.0.0", token="long-enough-token")), "not a wildcard bind"
+    assert host_allowed("Box.Lan", ServerConfig(allow_hosts=("box.lan",)))
+    assert host_allowed("anything", ServerConfig(allow_hosts=("*",)))
+
+
+def test_serve_takes_allow_host_options():
+    from tandem.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--allow-host", "a.example", "--allow-host", "b.example"])
+    assert args.allow_host == ["a.example", "b.example"]
 
 
 async def test_malformed_messages_get_errors_and_the_session_goes_on():

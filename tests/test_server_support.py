@@ -80,7 +80,8 @@ def question(lead_s: float = 0.2, speech_s: float = 0.8, tail_s: float = 1.2) ->
 @contextlib.asynccontextmanager
 async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto.Limits = proto.Limits(),
                       token: str | None = None, record_dir=None, allow_origins: tuple[str, ...] = (),  # noqa: ANN001
-                      llm_tokens: list[str] | None = None) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
+                      llm_tokens: list[str] | None = None,
+                      allow_hosts: tuple[str, ...] = ()) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
     """An in-process server on 127.0.0.1 with fakes behind it: the energy Listener, the fake
     OpenAI server, FakeFrontEnd (echoes oracle words with a tone) and FakeTTS."""
     from fakes import FakeLLMBehaviour
@@ -92,7 +93,7 @@ async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto
         backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider)
         hub = Hub(backend, HubConfig(session=SessionConfig(mode=mode), max_sessions=max_sessions, limits=limits,
                                      record_dir=record_dir))
-        runner = web.AppRunner(make_app(hub, ServerConfig(token=token, allow_origins=allow_origins)),
+        runner = web.AppRunner(make_app(hub, ServerConfig(token=token, allow_origins=allow_origins, allow_hosts=allow_hosts)),
                                shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

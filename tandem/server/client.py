@@ -16,6 +16,10 @@ from ..audio import AUDIBLE, FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from . import protocol as proto
 
 
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 class HandshakeError(Exception):
     """The server refused the connection or never sent its handshake."""
 
@@ -39,14 +43,11 @@ class Received:
 
 class ProtocolClient:
     def __init__(self, base_url: str, token: str | None = None, events: bool = True,
-                 headers: dict[str, str] | None = None) -> None:
-        params = []
-        if events:
-            params.append("events=1")
-        if token:
-            params.append(f"token={token}")
-        self.url = base_url.rstrip("/") + "/api/chat" + ("?" + "&".join(params) if params else "")
-        self.headers = headers or {}
+                 headers: dict[str, str] | None = None, subprotocols: tuple[str, ...] = ()) -> None:
+        self.url = base_url.rstrip("/") + "/api/chat" + ("?events=1" if events else "")
+        # the token goes in a header, not the URL, which servers and proxies write to their logs
+        self.headers = {**auth_headers(token), **(headers or {})}
+        self.subprotocols = subprotocols
         self.got = Received()
         self._writer = sphn.OpusStreamWriter(SAMPLE_RATE)
         self._reader = sphn.OpusStreamReader(SAMPLE_RATE)
@@ -61,7 +62,8 @@ class ProtocolClient:
     async def connect(self, timeout_s: float = 30.0) -> "ProtocolClient":
         self._http = aiohttp.ClientSession()
         try:
-            self.ws = await self._http.ws_connect(self.url, headers=self.headers, max_msg_size=1 << 20,
+            self.ws = await self._http.ws_connect(self.url, headers=self.headers, protocols=self.subprotocols,
+                                                  max_msg_size=1 << 20,
                                                   timeout=aiohttp.ClientWSTimeout(ws_close=5.0))
         except aiohttp.WSServerHandshakeError as e:
             await self._http.close()

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import TandemError
 from ..scoring import speech_end_of
-from .client import HandshakeError, ProtocolClient
+from .client import HandshakeError, ProtocolClient, auth_headers
 
 DEFAULT_QUESTIONS = [
     "What is the capital of France?",
@@ -114,7 +114,7 @@ async def run_clients(url: str, sessions: int, duration_s: float, audios: list[n
     status = None
     try:
         async with aiohttp.ClientSession() as http:
-            async with http.get(url.rstrip("/") + "/api/status", params={"token": token} if token else None) as r:
+            async with http.get(url.rstrip("/") + "/api/status", headers=auth_headers(token)) as r:
                 if r.status == 200:
                     status = await r.json()
     except aiohttp.ClientError:

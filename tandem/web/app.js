@@ -15,14 +15,26 @@ let conn = null;
 
 function setStatus(s) { window.tandem.state = s; $("status").textContent = s; }
 
-function wsUrl() {
+// The token comes from the page's address: #token=... (a fragment never leaves the browser) or
+// ?token=.... It is sent as the WebSocket subprotocol "tandem-token.<token>", since a browser cannot
+// set an Authorization header on a WebSocket and a URL ends up in logs; a token with characters a
+// subprotocol cannot carry falls back to ?token= on the WebSocket URL.
+const TOKEN_PROTOCOL = "tandem-token.";
+const SUBPROTOCOL_CHARS = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+function pageToken() {
   const page = new URL(location.href);
+  return new URLSearchParams(page.hash.slice(1)).get("token") || page.searchParams.get("token");
+}
+
+function wsTarget() {
   const url = new URL("/api/chat", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
   url.searchParams.set("events", "1");
-  const token = page.searchParams.get("token");
+  const token = pageToken();
+  if (token && SUBPROTOCOL_CHARS.test(token)) return { url: url.toString(), protocols: [TOKEN_PROTOCOL + token] };
   if (token) url.searchParams.set("token", token);
-  return url.toString();
+  return { url: url.toString(), protocols: [] };
 }
 
 class Player {
@@ -67,7 +79,8 @@ class Connection {
     this.player = new Player(this.ctx);
     this.setupDecoder();
     setStatus("connecting");
-    this.ws = new WebSocket(wsUrl());
+    const target = wsTarget();
+    this.ws = new WebSocket(target.url, target.protocols);
     this.ws.binaryType = "arraybuffer";
     this.ready = false;
     this.ws.onmessage = (ev) => this.onMessage(new Uint8Array(ev.data));
