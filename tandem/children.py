@@ -116,7 +116,8 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            return {name: st.to_dict() for name, st in self.states.items()}
+            return {name: {**st.to_dict(), "pid": getattr(self._parts[name], "pid", None)}
+                    for name, st in self.states.items()}
 
     def report(self, part: str, error: str) -> None:
         """A fault a part noticed itself without dying (a hung voice, say), for the timelines."""
