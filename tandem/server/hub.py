@@ -45,6 +45,7 @@ class Backend:
     llm: SharedLLM | None
     tts: TTS | None
     front_ends: FrontEndProvider | None
+    supervisor: Any = None  # tandem.children.Supervisor watching the child processes, when there are any
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,9 @@ _EVENT_TYPES = {
     tl.VAD_START: "vad_start", tl.VAD_END: "vad_end", tl.PARTIAL: "partial", tl.FINAL: "final",
     tl.LLM_START: "llm_start", tl.LLM_FIRST_TOKEN: "llm_first_token", tl.ORACLE_RESET: "oracle_reset",
     tl.ORACLE_APPEND: "oracle", tl.ASSISTANT_TEXT: "assistant_text", tl.ASSISTANT_AUDIO_START: "assistant_audio_start",
-    tl.LLM_ERROR: "error", tl.ERROR: "error",
+    tl.LLM_ERROR: "error", tl.ERROR: "error", tl.FAULT: "fault",
 }
-_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source")
+_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source", "part", "action")
 
 
 @dataclass
@@ -434,7 +435,7 @@ class Hub:
         try:
             session = Session(cfg.session, b.listener, b.llm, voicer=voicer, front_end=front_end,
                               oracle_policy=make_policy(cfg.oracle_policy) if mode == "tandem" else None,
-                              meta={"input": f"live:{peer}"})
+                              meta={"input": f"live:{peer}"}, supervisor=b.supervisor)
         except BaseException:
             _close_parts(front_end, voicer)
             raise
@@ -609,9 +610,23 @@ class Hub:
             "closed": dict(self.closed_reasons),
             "llm": {"waiting": self.backend.llm.waiting, "running": self.backend.llm.running} if self.backend.llm else None,
             "resources": self.resources(),
+            "backend": self.backend_health(),
             "gc": {"count": list(self.gc.count), "max_ms": [round(x, 2) for x in self.gc.max_ms]},
             "stalls": list(self.stalls),
         }
+
+    def backend_health(self) -> dict[str, Any]:
+        """Each child process: up, restarting or down, its restarts and last fault; and what the
+        bounded queues in front of them dropped."""
+        b = self.backend
+        out: dict[str, Any] = b.supervisor.status() if b.supervisor is not None else {}
+        dropped = getattr(b.listener, "dropped_frames", None)
+        if dropped is not None:
+            out.setdefault("Listener", {})["dropped_frames"] = dropped
+        timeouts = getattr(b.tts, "timeouts", None)
+        if timeouts is not None:
+            out.setdefault("voice", {})["timeouts"] = timeouts
+        return out
 
     def resources(self) -> dict[str, Any]:
         """What a leak would show: this process's threads and file descriptors, open Listener streams,
