@@ -109,6 +109,7 @@ class Session:
         self.front_end = front_end
         self.conv = Conversation()
         self._oracle_events: deque[tuple[str, str]] = deque()
+        self.oracle_events_dropped = 0
         self._oracle_words = WordBuffer()
         self.oracle: OracleStream | None = None
         self.scheduler: OracleScheduler | None = None
@@ -139,7 +140,17 @@ class Session:
         self._unsubscribe: Any = None
 
     # -- back-end plumbing ------------------------------------------------------------------
+    # an answer streams as a few dozen events, drained every frame; this many waiting means the
+    # frame loop has not drained for seconds: newer events are dropped (and counted) rather than kept
+    MAX_ORACLE_EVENTS = 1024
+
     def _emit_oracle(self, kind: str, text: str) -> None:
+        if len(self._oracle_events) >= self.MAX_ORACLE_EVENTS:
+            self.oracle_events_dropped += 1
+            if self.oracle_events_dropped == 1:
+                log.warning("session %s: %d oracle events waiting; newer ones are dropped", self.sid,
+                            self.MAX_ORACLE_EVENTS)
+            return
         self._oracle_events.append((kind, text))
 
     def _on_listener_thread(self, msg: dict[str, Any]) -> None:
@@ -362,3 +373,5 @@ class Session:
             buf = self.oracle.buf
             self.timeline.meta["oracle_policy_stats"] = {"dropped": buf.dropped, "kept": buf.kept,
                                                          "restarts": buf.restarts}
+            if self.oracle_events_dropped:
+                self.timeline.meta["oracle_events_dropped"] = self.oracle_events_dropped

@@ -81,7 +81,8 @@ class Voicer:
 
     def __init__(self, tts: TTS, on_ready: Callable[[str, float], None] | None = None) -> None:
         self.tts = tts
-        self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue()
+        self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=self.MAX_WAITING + 1)  # + close
+        self.dropped = 0  # segments refused because MAX_WAITING were already waiting
         self._ready: deque[_Segment] = deque()
         self._generation = 0  # bumped by clear(); stale syntheses are thrown away
         self._pending = 0
@@ -90,9 +91,17 @@ class Voicer:
         self._thread = threading.Thread(target=self._work, name="voicer", daemon=True)
         self._thread.start()
 
+    # A response is voiced phrase by phrase, a few at a time; 64 waiting means the engine is far
+    # behind (or hung) and what comes now would be heard half a minute late: it is dropped instead.
+    MAX_WAITING = 64
+
     def say(self, text: str) -> None:
         if text.strip():
             with self._lock:
+                if self._todo.qsize() >= self.MAX_WAITING:
+                    self.dropped += 1
+                    log.warning("the voice is %d segments behind: %r is not voiced", self.MAX_WAITING, text[:40])
+                    return
                 self._pending += 1
                 gen = self._generation
             self._todo.put((gen, text.strip()))
