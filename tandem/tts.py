@@ -43,7 +43,9 @@ class HibariTTS:
         self._tts("Ready. Zorbly's 1,234 quelvits cost $5.", seed=seed)
 
     def synthesize(self, text: str) -> np.ndarray:
-        return self._tts(text, seed=self._seed)
+        from .pronounce import respell  # hibari's own phoneme syntax, so here and not for every engine
+
+        return self._tts(respell(text), seed=self._seed)
 
 
 def trim_leading_silence(audio: np.ndarray, threshold: float = 0.003, keep_s: float = 0.02) -> np.ndarray:

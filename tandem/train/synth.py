@@ -108,8 +108,9 @@ PREAMBLES = ["so", "okay so", "hey", "quick question", "I was wondering", "um", 
 FILLERS = ["um", "uh", "like", "you know", "hmm", "er"]
 LEAD_INS = ["I'm planning a trip.", "I have a quiz tomorrow.", "My kid asked me this.", "This is for a crossword.",
             "I always forget this.", "Sorry, one more thing."]
-OPENERS = ["Let me think.", "Hmm, good question.", "Okay, let me see.", "Right, so."]
-FALLBACKS = ["Sorry, I am not sure about that.", "I don't know that one, sorry.", "Hmm, I am not certain."]
+# only what the voice says right (tests/test_pronounce.py listens to each): hibari said "Hmm" as "home"
+OPENERS = ["Let me think.", "Well, good question.", "Okay, let me see.", "Right, so."]
+FALLBACKS = ["Sorry, I am not sure about that.", "I don't know that one, sorry.", "Well, I am not certain."]
 REPAIR = "sorry,"
 CHARS_PER_S_USER = (11.0, 17.0)  # speaking-rate range for user turns
 
