@@ -33,6 +33,11 @@ def test_the_installed_build_uses_avx2_and_nothing_newer():
     assert not found, f"instructions beyond AVX2 in {lib.name}: {found}"
 
 
+def test_the_pinned_version_is_the_locked_one():
+    assert build.locked_version() == build.PINNED
+    assert build.locked_version(Path("/nonexistent/requirements.lock")) == build.PINNED
+
+
 def test_a_changed_flag_or_version_gives_another_build_key():
     base = build.build_key("0.3.36", build.BASELINE_ARGS)
     assert build.build_key("0.3.36", build.BASELINE_ARGS) == base

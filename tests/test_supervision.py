@@ -91,3 +91,13 @@ def test_a_hung_voice_is_killed_within_its_timeout_and_restarted_and_then_speaks
         assert len(voice.synthesize("I am back.")) > 0
         assert voice.timeouts == 1
         sup.close()
+
+
+def test_a_listener_that_cannot_load_stops_the_start_with_the_cause():
+    from tandem.errors import BackendUnavailable
+    from tandem.listener.worker import ListenerConfig
+
+    lp = ListenerProcess(ListenerConfig(whisper_model_dir="/nonexistent/whisper"))
+    with pytest.raises(BackendUnavailable, match="Listener could not load Whisper"):
+        lp.start()
+    assert not lp.alive()
