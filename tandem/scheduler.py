@@ -5,10 +5,11 @@ word count grew by `min_new_words` since the last start or a final arrived, at m
 `max_starts` per `window_s`. Beyond KAME, a revised transcript with no new words ("capital of
 Austria" heard again as "capital of Australia") also starts one (`restart_on_revision`): counting
 words alone would keep the oracle answering the question the Listener first misheard; a partial
-that only loses its last words (Whisper taking a word back) is not a revision. Counts restart with
-each user turn. With `max_concurrent == 1` a new stream cancels the one it replaces; with more,
-streams run side by side and the newest one to emit text is adopted, the older ones cancelled.
-The adopted stream's first chunk emits `reset`, each chunk `append`.
+that only loses its last words (Whisper taking a word back) is not a revision. Words are counted
+over the whole conversation, so a follow-up turn ("and Germany?") counts its own words. With
+`max_concurrent == 1` a new stream cancels the one it replaces; with more, streams run side by side
+and the newest one to emit text is adopted, the older ones cancelled. The adopted stream's first
+chunk emits `reset`, each chunk `append`.
 """
 from __future__ import annotations
 
@@ -73,7 +74,6 @@ class OracleScheduler:
         self._starts: deque[float] = deque()
         self._words_at_start = 0
         self._text_at_start = ""
-        self._turn_at_start = 0
         self._final_pending = False
         self._ticker: asyncio.Task | None = None
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0}
@@ -101,24 +101,21 @@ class OracleScheduler:
             await asyncio.sleep(self.config.check_interval_s)
             self.check()
 
-    def _user_turn(self) -> int:
-        """Index of the user's current turn in the conversation: a new one begins once the assistant
-        has spoken (finals with no reply between them extend the same turn, as the prompt does)."""
-        turns = self.conv.turns
-        return len(turns) - 1 if turns and turns[-1][0] == "user" else len(turns)
+    def _all_user_text(self) -> str:
+        """Everything the user has said in this conversation: its finals, then the live partial.
+        Counting the current turn alone would count a follow-up ("and Germany?", 2 words) against the
+        last question's total, and count the same partial again once the assistant speaks over it."""
+        return " ".join([t for role, t in self.conv.turns if role == "user"] + [self.conv.partial])
 
     def check(self) -> None:
-        turn = self._user_turn()
-        if turn != self._turn_at_start:
-            # a follow-up ("and Germany?") counts its own words, not against the last turn's total
-            self._turn_at_start, self._words_at_start, self._text_at_start = turn, 0, ""
-        text = _normalized(self.conv.current_user_text())
+        text = _normalized(self._all_user_text())
         now_words = text.split()
         words = len(now_words)
         grew = words - self._words_at_start >= self.config.min_new_words
         before = self._text_at_start.split()
         shared = min(words, len(before))  # only words heard both times: a dropped last word is no revision
-        revised = (self.config.restart_on_revision and words >= self.config.min_words_for_revision
+        turn_words = len(_normalized(self.conv.current_user_text()).split())
+        revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
             return

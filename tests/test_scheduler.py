@@ -198,3 +198,18 @@ async def test_a_partial_that_drops_its_last_word_is_not_a_revision():
         sched.check()
         assert sched.stats["starts"] == 2, "a word heard before that changes is still a revision"
         await sched.aclose()
+
+
+async def test_the_assistant_speaking_over_a_partial_does_not_count_its_words_again():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital")
+        sched.check()
+        assert sched.stats["starts"] == 1
+        sched.conv.on_assistant("The capital")  # the front-end already speaks the oracle of that partial
+        sched.check()
+        assert sched.stats["starts"] == 1, "no new word was heard"
+        sched.on_partial("what is the capital of france")
+        sched.check()
+        assert sched.stats["starts"] == 2
+        await sched.aclose()
