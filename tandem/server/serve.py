@@ -129,6 +129,12 @@ def serve(opts: ServeOptions) -> int:
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
         deprioritize(stack.pids(), opts.backend_nice)
+        if opts.backend_nice:  # a restarted Listener or LLM server yields to the ticker as the first one did
+
+            def renice(event: dict) -> None:
+                if event["action"] == "restarted" and event["part"] != voice.name:
+                    deprioritize([stack.supervisor.status()[event["part"]]["pid"]], opts.backend_nice)
+            stack.supervisor.subscribe(renice)
 
         # A full collection walks every object: with the models and the voice's lexicons loaded that
         # takes 100-150 ms here, which stalls every session's frame at once. Everything loaded so far
