@@ -224,6 +224,9 @@ class Session:
                 ids = self.front_end.tokenizer.encode(words)
                 self.oracle.append(ids, frame)
                 self.timeline.add(tl.ORACLE_APPEND, text=words, tokens=ids)
+            if kind == "end":  # after its last words: a newer answer that ends sooner cuts the old tail
+                self.oracle.end(frame)
+                self.timeline.add(tl.ORACLE_END)
 
     def backend_idle(self) -> bool:
         busy = self.in_speech or self.listener_busy

@@ -26,6 +26,7 @@ LLM_DONE = "llm_done"
 LLM_ERROR = "llm_error"
 ORACLE_RESET = "oracle_reset"
 ORACLE_APPEND = "oracle_append"
+ORACLE_END = "oracle_end"  # the adopted LLM stream ended: its oracle is complete
 TTS_START = "tts_start"
 TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"

@@ -118,3 +118,34 @@ async def test_fast_pace_skips_idle_time_but_not_backend_time():
     onset = sess.timeline.of_kind(tl.ASSISTANT_AUDIO_START)[0]["t"]
     assert onset >= 0.3 + 0.5
     assert np.max(np.abs(out)) > 0.1
+
+
+class _TwoAnswers(FakeOpenAIServer):
+    """The partial's request gets a long answer, the final's a strict prefix of it."""
+
+    LONG = ["Paris", " w0", " w1."] + [f" w{i}" for i in range(2, 30)] + ["."]
+    SHORT = ["Paris", " w0", " w1."]  # the same answer without its second sentence
+
+    async def _chat(self, request):
+        self.behaviour.tokens = self.LONG if not self.requests else self.SHORT
+        return await super()._chat(request)
+
+
+async def test_a_shorter_final_answer_stops_the_partials_longer_one():
+    from tandem.oracle import make_policy
+
+    script = [(0.9, {"kind": "partial", "text": "what is the capital", "audio_start_s": 0.2, "audio_s": 0.9}),
+              (2.0, {"kind": "final", "text": "what is the capital of France", "audio_start_s": 0.2, "audio_s": 1.7})]
+    with _TwoAnswers() as srv:
+        fe = FakeFrontEnd()
+        client = ChatClient(LLMConfig(url=srv.url, model="m"))
+        sess = Session(SessionConfig(mode="tandem", pace="realtime"), FakeListener(script, in_speech_until=1.7),
+                       client, front_end=fe, oracle_policy=make_policy("prefix"))
+        await sess.run(frames(5.0))
+        await client.aclose()
+    said = [fe.tokenizer.decode([t]) for t in fe.fed if t > 1]
+    assert len(srv.requests) == 2
+    assert said[:3] == ["Paris", "w0", "w1."]
+    assert len(said) < 20, f"the long answer's tail went on playing: {said}"
+    assert sess.oracle.buf.restarts == 0
+    assert sess.timeline.of_kind(tl.ORACLE_END), "the end of each answer is on the timeline (replay feeds it)"

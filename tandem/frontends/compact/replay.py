@@ -24,7 +24,7 @@ import torch
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
 from ...frontend import UserFrame
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
-from ...timeline import ORACLE_APPEND, ORACLE_RESET
+from ...timeline import ORACLE_APPEND, ORACLE_END, ORACLE_RESET
 from .frontend import CompactFrontEnd
 from .tokenizer import END
 
@@ -78,13 +78,15 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
                           make_policy(policy or tl.get("meta", {}).get("oracle_policy") or DEFAULT_POLICY))
     by_frame: dict[int, list[dict[str, Any]]] = {}
     for e in tl["events"]:
-        if e["kind"] in (ORACLE_RESET, ORACLE_APPEND):
+        if e["kind"] in (ORACLE_RESET, ORACLE_APPEND, ORACLE_END):
             by_frame.setdefault(int(e["frame"]), []).append(e)
     out = []
     for k in range(n):
         for e in by_frame.get(k, []):
             if e["kind"] == ORACLE_RESET:
                 stream.reset(k)
+            elif e["kind"] == ORACLE_END:
+                stream.end(k)
             else:
                 stream.append(tokenizer.encode(e["text"]), k)
         out.append(stream.token(k))
