@@ -48,11 +48,10 @@ def test_a_changed_flag_or_version_gives_another_build_key():
 def test_flags_can_be_overridden_and_the_baseline_is_never_native(monkeypatch):
     monkeypatch.delenv("TANDEM_LLAMA_CMAKE_ARGS", raising=False)
     if build.platform.machine() == "x86_64":
-        assert "-DGGML_NATIVE=OFF" in build.cmake_args("baseline")
-        assert "-DGGML_AVX2=ON" in build.cmake_args("baseline")
-        assert "-DGGML_BACKEND_DL=ON" in build.cmake_args("dispatch")
+        assert "-DGGML_NATIVE=OFF" in build.cmake_args()
+        assert "-DGGML_AVX2=ON" in build.cmake_args() and "-DGGML_AVX512=OFF" in build.cmake_args()
     monkeypatch.setenv("TANDEM_LLAMA_CMAKE_ARGS", "-DGGML_NATIVE=ON")
-    assert build.cmake_args("baseline") == "-DGGML_NATIVE=ON"
+    assert build.cmake_args() == "-DGGML_NATIVE=ON"
 
 
 def test_a_cpu_without_avx2_is_told_at_setup(monkeypatch, capsys):
@@ -83,13 +82,13 @@ def test_ensure_reuses_a_cached_build_and_rebuilds_when_the_flags_change(tmp_pat
 
     monkeypatch.setattr(build, "build_wheel", fake_build)
     monkeypatch.setattr(build, "_pip", lambda *a, **k: installed.append(a[-1]))
-    key = build.ensure("baseline")
+    key = build.ensure()
     assert len(built) == 1 and build.installed_key() == key
-    assert build.ensure("baseline") == key and len(built) == 1 and len(installed) == 1  # nothing to do
+    assert build.ensure() == key and len(built) == 1 and len(installed) == 1  # nothing to do
     (tmp_path / "venv" / build.MARKER).unlink()  # a fresh venv on the same machine: the cached wheel
-    assert build.ensure("baseline") == key and len(built) == 1 and len(installed) == 2
+    assert build.ensure() == key and len(built) == 1 and len(installed) == 2
     monkeypatch.setenv("TANDEM_LLAMA_CMAKE_ARGS", build.BASELINE_ARGS + " -DGGML_LLAMAFILE=OFF")
-    other = build.ensure("baseline")  # a changed flag: built anew, never the old wheel
+    other = build.ensure()  # a changed flag: built anew, never the old wheel
     assert other != key and len(built) == 2 and built[-1].endswith("-DGGML_LLAMAFILE=OFF")
     assert Path(installed[-1]).read_text() == built[-1]
 

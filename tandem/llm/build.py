@@ -14,8 +14,9 @@ Runs with the standard library only (`make setup` runs it before anything else i
     python -m tandem.llm.build --force         # rebuild even when a cached wheel exists
 
 TANDEM_LLAMA_CMAKE_ARGS replaces the flags (for example `-DGGML_NATIVE=ON` on a machine that only
-ever runs its own build); TANDEM_LLAMA_BUILD=dispatch builds every CPU variant with ggml's runtime
-dispatch instead (docs/BENCHMARKS.md, "The embedded LLM build", says why it is not the default).
+ever runs its own build). ggml's runtime CPU dispatch was measured against this build and not chosen
+(docs/BENCHMARKS.md, "The embedded LLM build": no faster here, three times the build, and
+llama-cpp-python does not package its CPU libraries).
 """
 from __future__ import annotations
 
@@ -38,7 +39,6 @@ X86_REQUIRED = ("avx", "avx2", "fma", "f16c", "bmi2")
 BASELINE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_F16C=ON -DGGML_FMA=ON "
                  "-DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
                  "-DGGML_AMX_BF16=OFF")
-DISPATCH_ARGS = "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
 MARKER = "tandem-llama-build.txt"  # in the environment's prefix: the key of the installed build
 
 
@@ -76,13 +76,13 @@ def missing_cpu_features(machine: str | None = None, flags: set[str] | None = No
     return [f for f in X86_REQUIRED if f not in flags]
 
 
-def cmake_args(variant: str) -> str:
+def cmake_args() -> str:
     override = os.environ.get("TANDEM_LLAMA_CMAKE_ARGS")
     if override is not None:
         return override.strip()
     if platform.machine() not in ("x86_64", "AMD64"):
         return "-DGGML_NATIVE=OFF"  # ggml's portable defaults for the architecture
-    return DISPATCH_ARGS if variant == "dispatch" else BASELINE_ARGS
+    return BASELINE_ARGS
 
 
 def build_key(version: str, args: str) -> str:
@@ -127,10 +127,10 @@ def build_wheel(version: str, args: str, dest: Path) -> Path:
     return final
 
 
-def ensure(variant: str = "baseline", force: bool = False) -> str:
+def ensure(force: bool = False) -> str:
     """Install the portable build into this interpreter's environment; returns its key."""
     version = locked_version()
-    args = cmake_args(variant)
+    args = cmake_args()
     key = build_key(version, args)
     if not force and installed_key() == key:
         print(f"tandem: {PACKAGE} {version} already installed with {args}")
@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.llm.build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check-cpu", action="store_true", help="only check that this CPU can run the build")
     ap.add_argument("--force", action="store_true", help="build again even when a cached wheel exists")
-    ap.add_argument("--variant", choices=["baseline", "dispatch"], default=os.environ.get("TANDEM_LLAMA_BUILD", "baseline"))
     args = ap.parse_args(argv)
     missing = missing_cpu_features()
     if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_cpu:
         print(f"tandem: this CPU runs the embedded LLM's portable build ({platform.machine()})")
         return 0
-    ensure(args.variant, force=args.force)
+    ensure(force=args.force)
     return 0
 
 

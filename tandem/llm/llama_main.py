@@ -16,7 +16,10 @@ def load_dispatched_backends() -> bool:
     lib = Path(llama_cpp.__file__).parent / "lib"
     if not any(lib.glob("libggml-cpu-*.so")):
         return False  # a fixed build: its CPU code is linked in
-    ggml = ctypes.CDLL(str(lib / "libggml.so"))
+    # the copy libllama itself loaded (by its soname): wheels carry no symlinks, so libggml.so is
+    # another file, and loading it would register the backends in a second ggml nobody uses
+    name = next((n for n in ("libggml.so.0", "libggml.so") if (lib / n).exists()))
+    ggml = ctypes.CDLL(str(lib / name))
     ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
     ggml.ggml_backend_load_all_from_path(str(lib).encode())
     return True
