@@ -46,14 +46,15 @@ async def _silence(clients: list[ProtocolClient], seconds: float) -> None:
 
 
 def _answered(c: ProtocolClient, mark: int, end_t: float) -> list[str]:
-    """What is missing from a turn that was answered: the question heard, an oracle from the LLM,
-    the assistant's words, and its voice after the question."""
+    """What is missing from a turn that was answered by every part: the question heard (Listener),
+    the LLM streaming for it (what it streams is SmolLM2's business), the assistant's words, and its
+    voice after the question."""
     evs = c.got.events[mark:]
     missing = []
     if not any(e.get("type") == "final" and e.get("text") for e in evs):
         missing.append("final transcript")
-    if not any(e.get("type") == "oracle" for e in evs):
-        missing.append("oracle")
+    if not any(e.get("type") == "llm_first_token" for e in evs):
+        missing.append("LLM tokens")
     if not any(e.get("type") == "assistant_text" for e in evs):
         missing.append("assistant text")
     if c.first_audible_after(end_t - 1.0) is None:
@@ -70,11 +71,15 @@ def test_each_child_killed_mid_answer_comes_back_and_both_sessions_answer_again(
     report: dict = {}
 
     async def main() -> None:
-        clients = [await ProtocolClient(base, events=True).connect(timeout_s=60) for _ in range(2)]
-        try:
-            for part in ("LLM server", "Listener", "voice"):
+        report["clients"] = []
+        for part in ("LLM server", "Listener", "voice"):
+            # two new sessions per part: a conversation of faults and half-answers makes SmolLM2 echo
+            # its prompt ("user:"), which is not what this test is about
+            clients = [await ProtocolClient(base, events=True).connect(timeout_s=60) for _ in range(2)]
+            report["clients"] += clients
+            try:
                 pid = _status(base)["backend"][part]["pid"]
-                asks = await asyncio.gather(*(_ask(c, audios[i]) for i, c in enumerate(clients)))
+                await asyncio.gather(*(_ask(c, audios[i]) for i, c in enumerate(clients)))
                 # mid-answer: the LLM is streaming, the front-end speaking, the Listener hearing the silence after
                 talk = asyncio.gather(*(c.speak(np.zeros(int(1.0 * SAMPLE_RATE), np.float32)) for c in clients))
                 await asyncio.sleep(0.6)
@@ -97,11 +102,13 @@ def test_each_child_killed_mid_answer_comes_back_and_both_sessions_answer_again(
                     if report[part] == [[], []] or time.monotonic() > deadline:
                         break
                 await _silence(clients, 2.0)  # the rest of the answer
-            report["status"] = _status(base)
-        finally:
-            for c in clients:
-                await c.close()
-        report["clients"] = clients
+            finally:
+                for c in clients:
+                    await c.close()
+            deadline = time.monotonic() + 10
+            while _status(base)["reserved"] and time.monotonic() < deadline:  # their places are freed
+                await asyncio.sleep(0.1)
+        report["status"] = _status(base)
 
     children: list[psutil.Process] = []
     try:
@@ -117,10 +124,10 @@ def test_each_child_killed_mid_answer_comes_back_and_both_sessions_answer_again(
         assert report[part] == [[], []], f"after the {part} came back: missing {report[part]} (recordings: {tmp_path})"
         st = report["status"]["backend"][part]
         assert st["state"] == "up" and st["restarts"] == 1, st
-    for c in report["clients"]:
-        faults = [e for e in c.got.of_type("fault")]
-        assert {(e["part"], e["action"]) for e in faults} >= {
-            (p, a) for p in ("LLM server", "Listener", "voice") for a in ("restarting", "restarted")}, faults
+    for i, c in enumerate(report["clients"]):
+        part = ("LLM server", "Listener", "voice")[i // 2]
+        faults = {(e["part"], e["action"]) for e in c.got.of_type("fault")}
+        assert faults == {(part, "restarting"), (part, "restarted")}, faults
         assert c.got.of_type("stats")[-1]["deadline_misses"] <= MISSES_OK
         assert not c.got.errors, c.got.errors
     time.sleep(0.5)
