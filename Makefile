@@ -8,7 +8,10 @@ OUT := out
 
 .PHONY: setup setup-llm demo test test-fast bench lock clean system-deps serve loadtest
 
+# the llama.cpp check runs every time: flags given in TANDEM_LLAMA_CMAKE_ARGS change no file the stamp
+# depends on, and must still take effect (a no-op when the installed build has the same key)
 setup: $(STAMP)
+	@$(BIN)/python -m tandem.llm.build --quiet
 
 $(STAMP): requirements.lock pyproject.toml tandem/llm/build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -127,13 +127,14 @@ def build_wheel(version: str, args: str, dest: Path) -> Path:
     return final
 
 
-def ensure(force: bool = False) -> str:
+def ensure(force: bool = False, quiet: bool = False) -> str:
     """Install the portable build into this interpreter's environment; returns its key."""
     version = locked_version()
     args = cmake_args()
     key = build_key(version, args)
     if not force and installed_key() == key:
-        print(f"tandem: {PACKAGE} {version} already installed with {args}")
+        if not quiet:
+            print(f"tandem: {PACKAGE} {version} already installed with {args}")
         return key
     where = cache_dir() / key
     wheels = sorted(where.glob("*.whl")) if where.is_dir() else []
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.llm.build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check-cpu", action="store_true", help="only check that this CPU can run the build")
     ap.add_argument("--force", action="store_true", help="build again even when a cached wheel exists")
+    ap.add_argument("--quiet", action="store_true", help="say nothing when the right build is installed")
     args = ap.parse_args(argv)
     missing = missing_cpu_features()
     if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_cpu:
         print(f"tandem: this CPU runs the embedded LLM's portable build ({platform.machine()})")
         return 0
-    ensure(force=args.force)
+    ensure(force=args.force, quiet=args.quiet)
     return 0
 
 
