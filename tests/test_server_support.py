@@ -14,8 +14,9 @@ from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, make_app
-from tandem.server.hub import Backend, Hub, HubConfig, InputBuffer
+from tandem.server.connection import InputBuffer
 from tandem.server.shared import PerSessionFrontEnds, SerializedTTS, SharedLLM
+from tandem.server.ticker import Backend, Hub, HubConfig
 from tandem.session import SessionConfig
 
 QUESTION_TEXT = "what is the capital of France"
@@ -146,7 +147,7 @@ def wait_until(pred, timeout_s: float = 5.0) -> bool:  # noqa: ANN001
 
 
 def test_turn_latency_is_measured_even_when_the_assistant_starts_before_the_end_of_speech_event():
-    from tandem.server.hub import _TurnLatency
+    from tandem.server.connection import _TurnLatency
 
     lat = _TurnLatency()
     assert lat.on({"kind": "vad_start", "t": 0.5, "audio_s": 0.4}) is None

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ..errors import TandemError
-from .hub import Hub
+from .ticker import Hub
 
 log = logging.getLogger(__name__)
 

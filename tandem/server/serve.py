@@ -18,8 +18,8 @@ from ..session import SessionConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
-from .hub import Backend, Hub, HubConfig
 from .shared import CompactProvider, PerSessionFrontEnds, SharedLLM
+from .ticker import Backend, Hub, HubConfig
 from .tts_process import ProcessTTS
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,307 @@
+"""One WebSocket connection: the protocol in and out, around its live session.
+
+A `Client` decodes what its peer sends (Ogg-Opus audio, checked against the message and byte rate
+limits) into an `InputBuffer` the ticker takes one frame from per tick, and turns what the ticker
+hands back for each frame into messages: the Ogg page (encoded on the encoder thread), the text
+pieces and, when asked for, events, among them each turn's latency (`_TurnLatency`). It never
+waits for its peer: messages go through a bounded queue drained by a sender task of its own, and a
+peer that stops reading is closed rather than allowed to hold up the other sessions.
+
+The connection knows nothing of the hub that steps it: it is given its limits, its recorder and the
+encoder its output goes through.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sphn
+from aiohttp import WSMsgType, web
+
+from .. import timeline as tl
+from ..audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
+from ..frontend import FrontEnd
+from ..session import Session
+from ..tts import Voicer
+from . import protocol as proto
+from .record import Recorder
+
+if TYPE_CHECKING:
+    from .encoder import OutputEncoder
+
+log = logging.getLogger(__name__)
+
+
+class InputBuffer:
+    """Decoded client audio waiting for the ticker. The ticker takes one frame per tick, padded
+    with silence when the client has not sent enough in time (an underrun); beyond `max_samples`
+    the oldest audio is dropped (a client sending faster than real time must not build latency)."""
+
+    def __init__(self, max_samples: int) -> None:
+        self.max_samples = max_samples
+        self._chunks: deque[np.ndarray] = deque()
+        self.size = 0
+        self.started = False
+        self.underruns = 0
+        self.dropped_samples = 0
+
+    def push(self, pcm: np.ndarray) -> None:
+        if not len(pcm):
+            return
+        self._chunks.append(np.asarray(pcm, np.float32))
+        self.size += len(pcm)
+        self.started = True
+        while self.size > self.max_samples:
+            excess = self.size - self.max_samples
+            head = self._chunks[0]
+            if len(head) <= excess:
+                self._chunks.popleft()
+                self.size -= len(head)
+                self.dropped_samples += len(head)
+            else:
+                self._chunks[0] = head[excess:]
+                self.size -= excess
+                self.dropped_samples += excess
+
+    def take(self, n: int = FRAME_SAMPLES) -> np.ndarray:
+        out = np.zeros(n, np.float32)
+        filled = 0
+        while filled < n and self._chunks:
+            head = self._chunks[0]
+            m = min(n - filled, len(head))
+            out[filled: filled + m] = head[:m]
+            filled += m
+            if m == len(head):
+                self._chunks.popleft()
+            else:
+                self._chunks[0] = head[m:]
+        self.size -= filled
+        if filled < n and self.started:
+            self.underruns += 1
+        return out
+
+
+# timeline event kind -> extension event type (docs/PROTOCOL.md)
+_EVENT_TYPES = {
+    tl.VAD_START: "vad_start", tl.VAD_END: "vad_end", tl.PARTIAL: "partial", tl.FINAL: "final",
+    tl.LLM_START: "llm_start", tl.LLM_FIRST_TOKEN: "llm_first_token", tl.ORACLE_RESET: "oracle_reset",
+    tl.ORACLE_APPEND: "oracle", tl.ASSISTANT_TEXT: "assistant_text", tl.ASSISTANT_AUDIO_START: "assistant_audio_start",
+    tl.LLM_ERROR: "error", tl.ERROR: "error", tl.FAULT: "fault",
+}
+_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source", "part", "action")
+
+
+@dataclass
+class _TurnLatency:
+    """Onset latency per user turn: end of speech (VAD, audio time) -> first assistant audio after it.
+    The assistant may start before the end-of-speech event arrives (it is emitted after 400 ms of
+    silence), so starts are remembered until the turn's end is known."""
+    speech_end: float | None = None
+    final_t: float | None = None
+    starts: list[float] = field(default_factory=list)
+
+    def on(self, ev: dict[str, Any]) -> dict[str, Any] | None:
+        kind = ev["kind"]
+        if kind == tl.VAD_START:
+            self.starts.clear()
+        elif kind == tl.VAD_END:
+            self.speech_end, self.final_t = ev["audio_s"], None
+            return self._match()
+        elif kind == tl.FINAL and self.speech_end is not None:
+            self.final_t = ev["t"]
+        elif kind == tl.ASSISTANT_AUDIO_START:
+            self.starts.append(ev["t"])
+            return self._match()
+        return None
+
+    def _match(self) -> dict[str, Any] | None:
+        if self.speech_end is None:
+            return None
+        after = [t for t in self.starts if t >= self.speech_end]
+        if not after:
+            return None
+        out = {"type": "latency", "speech_end_s": round(self.speech_end, 3), "onset_s": round(after[0] - self.speech_end, 3)}
+        if self.final_t is not None:
+            out["final_s"] = round(self.final_t - self.speech_end, 3)
+        self.speech_end, self.starts = None, []
+        return out
+
+
+class Client:
+    """One WebSocket connection and its live session."""
+
+    def __init__(self, ws: web.WebSocketResponse, session: Session, front_end: FrontEnd | None,
+                 voicer: Voicer | None, events: bool, peer: str, *, limits: proto.Limits,
+                 encoder: OutputEncoder, recorder: Recorder | None = None) -> None:
+        now = time.monotonic()
+        self.ws = ws
+        self.session = session
+        self.front_end = front_end
+        self.voicer = voicer
+        self.events = events
+        self.peer = peer
+        self.limits = limits
+        self.encoder = encoder
+        self.reader = sphn.OpusStreamReader(SAMPLE_RATE)
+        self.writer = sphn.OpusStreamWriter(SAMPLE_RATE)  # used on the encoder thread only
+        self.inbuf = InputBuffer(int(limits.max_buffered_s * SAMPLE_RATE))
+        self.recorder = recorder
+        self.sendq: asyncio.Queue[bytes | tuple[int, str]] = asyncio.Queue(maxsize=limits.send_queue_messages)
+        self.sender: asyncio.Task | None = None
+        self._closer: asyncio.Task | None = None  # a close that could not wait in the send queue
+        self.msg_bucket = proto.TokenBucket(limits.max_messages_per_s, limits.message_burst, now)
+        self.byte_bucket = proto.TokenBucket(limits.max_bytes_per_s, limits.byte_burst, now)
+        self.created = now
+        self.last_audio = now
+        self.strikes = 0
+        self.live = False
+        self.closing = False
+        self.close_reason: str | None = None
+        self.messages_in = 0
+        self.pages_out = 0
+        self.misses = 0
+        self._frames_seen = 0
+        self._events_seen = 0
+        self._turns = _TurnLatency()
+
+    @property
+    def sid(self) -> str:
+        return self.session.sid
+
+    # -- outgoing -------------------------------------------------------------------------------
+    def start_sender(self) -> None:
+        self.sender = asyncio.get_running_loop().create_task(self._send_loop(), name=f"send-{self.sid}")
+
+    def send(self, msg: bytes) -> None:
+        if self.closing:
+            return
+        try:
+            self.sendq.put_nowait(msg)
+        except asyncio.QueueFull:
+            self.abort("the client is not reading its messages", code=1008, notify=False)
+
+    async def _send_loop(self) -> None:
+        try:
+            while True:
+                msg = await self.sendq.get()
+                if isinstance(msg, tuple):
+                    code, reason = msg
+                    await self.ws.close(code=code, message=reason.encode()[:120])
+                    return
+                await self.ws.send_bytes(msg)
+        except (ConnectionError, RuntimeError, asyncio.CancelledError):
+            return  # the connection is gone; the handler cleans up
+        except Exception:  # noqa: BLE001 - never let one client's send error escape
+            log.exception("sending to %s failed", self.peer)
+
+    def abort(self, reason: str, code: int = 1008, notify: bool = True) -> None:
+        """Close this connection: a 0x05 error with the reason (when the queue has room), then the close."""
+        if self.closing:
+            return
+        self.closing = True
+        self.close_reason = reason
+        log.info("closing %s (%s): %s", self.sid, self.peer, reason)
+        try:
+            if notify:
+                self.sendq.put_nowait(proto.error(reason))
+            self.sendq.put_nowait((code, reason))
+        except asyncio.QueueFull:  # the client is not reading: close now, without the message
+            self._closer = asyncio.get_running_loop().create_task(
+                self.ws.close(code=code, message=reason.encode()[:120]))
+
+    def error(self, message: str) -> None:
+        """A malformed message: answer with an error, and close after too many of them."""
+        self.strikes += 1
+        if self.strikes > self.limits.max_strikes:
+            self.abort(f"too many malformed messages; last: {message}", code=1008)
+        else:
+            self.send(proto.error(message))
+
+    # -- incoming -------------------------------------------------------------------------------
+    def on_message(self, msg: Any) -> None:
+        if self.closing:
+            return
+        now = time.monotonic()
+        self.messages_in += 1
+        if msg.type == WSMsgType.TEXT:
+            size = len(msg.data.encode("utf-8", "replace"))
+        elif msg.type == WSMsgType.BINARY:
+            size = len(msg.data)
+        else:
+            return
+        if not self.msg_bucket.take(1, now) or not self.byte_bucket.take(size, now):
+            self.abort("rate limit exceeded: too many messages or bytes per second", code=1008)
+            return
+        if msg.type == WSMsgType.TEXT:
+            self.error("text frames are not part of the protocol; send binary messages (kind byte + payload)")
+            return
+        data: bytes = msg.data
+        if not data:
+            self.error("empty message: every message starts with a kind byte")
+            return
+        kind = data[0]
+        if kind not in proto.KNOWN_FROM_CLIENT:
+            self.error(f"unknown or unexpected message kind 0x{kind:02x} from a client")
+            return
+        if kind != proto.AUDIO:
+            return  # control, metadata and ping are accepted and ignored
+        self.last_audio = now
+        try:
+            pcm = self.reader.append_bytes(data[1:])
+        except Exception as e:  # noqa: BLE001 - the decoder raises ValueError; anything else is as fatal
+            # an Ogg stream cannot be resynchronised after a corrupt page: this connection is done
+            self.abort(f"corrupt Ogg-Opus audio: {e}", code=1007)
+            return
+        if pcm is not None and len(pcm):
+            self.inbuf.push(np.asarray(pcm, np.float32).reshape(-1))
+
+    # -- per tick -------------------------------------------------------------------------------
+    def output(self, audio: np.ndarray, texts: list[str]) -> None:
+        """Queue this frame's output: the audio is encoded off the event loop, then `deliver` sends
+        the page and, after it, the text pieces and events of the same frame."""
+        msgs = [proto.text(" " + piece) for piece in texts]  # Moshi's pieces carry their own leading space
+        t = self.session.timeline
+        for k in range(self._frames_seen, len(t.frame_t)):
+            if t.frame_late_ms[k] + t.frame_step_ms[k] > FRAME_S * 1e3:
+                self.misses += 1
+        self._frames_seen = len(t.frame_t)
+        if self.events:
+            msgs += self._event_messages()
+        self.encoder.encode(self, np.ascontiguousarray(audio, np.float32), msgs)
+
+    def deliver(self, page: bytes, msgs: list[bytes]) -> None:
+        """On the event loop, in frame order: one Ogg page, then what else the frame produced."""
+        if self.closing:
+            return
+        if page:
+            self.send(proto.audio(page))
+            self.pages_out += 1
+        for m in msgs:
+            self.send(m)
+
+    def _event_messages(self) -> list[bytes]:
+        out: list[bytes] = []
+        evs = self.session.timeline.events
+        for ev in evs[self._events_seen:]:
+            typ = _EVENT_TYPES.get(ev["kind"])
+            if typ is not None:
+                out.append(proto.event({"type": typ, "t": ev["t"], **{k: ev[k] for k in _EVENT_FIELDS if k in ev}}))
+            lat = self._turns.on(ev)
+            if lat is not None:
+                out.append(proto.event({"t": ev["t"], **lat}))
+        self._events_seen = len(evs)
+        if len(self.session.timeline.frame_t) % 13 == 0:  # about once a second
+            out.append(proto.event(self.stats()))
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        t = self.session.timeline
+        late = np.asarray(t.frame_late_ms[-250:], float)
+        return {"type": "stats", "t": round(self.session.clock.now(), 3), "frames": len(t.frame_t),
+                "deadline_misses": self.misses, "late_p99_ms": round(float(np.percentile(late, 99)), 2) if len(late) else 0.0,
+                "underruns": self.inbuf.underruns, "dropped_s": round(self.inbuf.dropped_samples / SAMPLE_RATE, 3)}
