@@ -217,11 +217,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     if args.what == "moshi":
-        from .train.moshi import run_cli
+        from .train.moshi.train import run_cli
 
         return run_cli(args)
     from .frontends.compact.model import CompactConfig
-    from .frontends.compact.train import TrainConfig, train
+    from .train.compact.train import TrainConfig, train_compact
 
     out = args.out or Path(__file__).parent / "frontends" / "compact" / "assets"
     cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, steps=args.steps, init=args.init,
@@ -230,7 +230,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg = TrainConfig(minutes=args.minutes, seed=args.seed, max_steps=args.max_steps, batch=4, seq=96,
                           model=CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=True),
                           eval_every=10, eval_batches=1, warmup=5)
-    meta = train(cfg, out)
+    meta = train_compact(cfg, out)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min; held-out loss {meta['final_heldout_loss']}; "
           f"checkpoint {out / 'compact.pt'}")
     return 0
@@ -241,9 +241,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .frontends.compact.evaluate import evaluate, step_times
+    from .frontends.compact.checkpoint import load_checkpoint
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT
-    from .frontends.compact.train import load_checkpoint
+    from .train.compact.evaluate import evaluate, step_times
 
     path = args.checkpoint or DEFAULT_CHECKPOINT
     if not path.exists():

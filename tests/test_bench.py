@@ -114,6 +114,18 @@ def test_a_missing_checkpoint_fails_before_any_audio(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "audio").exists()
 
 
+def test_loadtest_reads_question_files_with_the_bench_loader(tmp_path):
+    from tandem.server.loadtest import DEFAULT_QUESTIONS, question_texts
+
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    assert question_texts(path, None) == [q["question"] for q in QUESTIONS]
+    assert question_texts(path, 1) == [QUESTIONS[0]["question"]]
+    assert question_texts(None, 2) == DEFAULT_QUESTIONS[:2]
+    with pytest.raises(TandemError, match="not found"):
+        question_texts(tmp_path / "missing.jsonl", None)
+
+
 @pytest.mark.slow
 def test_real_two_question_benchmark(tmp_path):
     q = write_questions(tmp_path / "q.jsonl")

@@ -3,9 +3,9 @@ behaviours on a small fixed held-out set (loose thresholds; the real figures are
 import pytest
 import torch
 
-from tandem.frontends.compact.evaluate import evaluate
+from tandem.frontends.compact.checkpoint import load_checkpoint
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT
-from tandem.frontends.compact.train import load_checkpoint
+from tandem.train.compact.evaluate import evaluate
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,8 @@ def test_a_cut_off_oracle_does_not_count_as_delivering_its_answer(shipped):
     answer never reached the stream (and reports the all-turns figure beside it)."""
     import random
 
-    from tandem.frontends.compact.data import build_example
-    from tandem.frontends.compact.evaluate import evaluate_example
+    from tandem.train.compact.data import build_compact_example
+    from tandem.train.compact.evaluate import evaluate_example
     from tandem.train.synth import make_dialogue
 
     model, tok, _ = shipped
@@ -42,7 +42,7 @@ def test_a_cut_off_oracle_does_not_count_as_delivering_its_answer(shipped):
     seen = {True: 0, False: 0}
     for _ in range(400):
         d = make_dialogue(rng, heldout=True, n_turns=1)
-        ex = build_example(rng, tok, heldout=True, dialogue=d, scenario="normal")
+        ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario="normal")
         info = ex.turns[0]
         if not d.turns[0].answer or not info.delivered:
             continue

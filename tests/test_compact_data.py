@@ -4,10 +4,10 @@ import random
 import numpy as np
 import pytest
 
-from tandem.frontends.compact.data import DECISION_DELAY, _Teacher, build_example
+from tandem.train.compact.data import DECISION_DELAY, _Teacher, build_compact_example
 from tandem.frontends.compact.streams import UserTokenQueue, transcript_delta, vad_bucket
 from tandem.frontends.compact.tokenizer import END, PAD, START
-from tandem.frontends.compact.train import train_tokenizer
+from tandem.train.compact.train import train_tokenizer
 from tandem.train.synth import entity, is_heldout, make_dialogue
 
 
@@ -43,7 +43,7 @@ def test_heldout_entities_are_disjoint_from_training_ones():
 def test_teacher_is_silent_while_the_user_speaks_and_starts_after_the_turn(tok):
     rng = random.Random(1)
     for _ in range(30):
-        ex = build_example(rng, tok)
+        ex = build_compact_example(rng, tok)
         assert not np.any((ex.target > END) & ex.speech), "the teacher never talks over the user"
         for info in ex.turns:
             if info.reply_start is not None:
@@ -52,7 +52,7 @@ def test_teacher_is_silent_while_the_user_speaks_and_starts_after_the_turn(tok):
 
 
 def test_oracle_stream_follows_kame_semantics(tok):
-    ex = build_example(random.Random(2), tok, scenario="normal", policy="kame")
+    ex = build_compact_example(random.Random(2), tok, scenario="normal", policy="kame")
     starts = np.flatnonzero(ex.oracle == START)
     assert len(starts) >= 1
     for info in ex.turns:
@@ -65,7 +65,7 @@ def test_replaced_oracle_leads_to_a_repair_and_the_newer_answer(tok):
     repaired = right = 0
     for _ in range(30):
         d = make_dialogue(rng, n_turns=1)
-        ex = build_example(rng, tok, dialogue=d, scenario="replaced")
+        ex = build_compact_example(rng, tok, dialogue=d, scenario="replaced")
         said = tok.decode([int(t) for t in ex.target if t > END])
         if d.turns[0].answer and "sorry," in said:
             repaired += 1
@@ -77,7 +77,7 @@ def test_replaced_oracle_leads_to_a_repair_and_the_newer_answer(tok):
 def test_no_oracle_means_opener_then_fallback_then_silence(tok):
     rng = random.Random(4)
     d = make_dialogue(rng, n_turns=1)
-    ex = build_example(rng, tok, dialogue=d, scenario="never")
+    ex = build_compact_example(rng, tok, dialogue=d, scenario="never")
     said = tok.decode([int(t) for t in ex.target if t > END])
     assert said and len(said.split()) <= 12
     last = np.flatnonzero(ex.target > END)[-1]
@@ -96,7 +96,7 @@ def test_copied_targets_point_at_the_frame_that_fed_them(tok, policy):
     rng = random.Random(5)
     copies = 0
     for _ in range(40):
-        ex = build_example(rng, tok, policy=policy)
+        ex = build_compact_example(rng, tok, policy=policy)
         assert ex.policy == policy
         m = ex.src >= 0
         assert np.all(ex.src[m] <= np.flatnonzero(m)), "a copy never comes from the future"

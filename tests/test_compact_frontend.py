@@ -53,7 +53,7 @@ def test_pool_steps_sessions_like_separate_front_ends_with_the_copy_pointer_stat
     pointer state (last copied frame, attention) exactly as a front-end of its own would."""
     from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactPool
     from tandem.frontends.compact.model import CompactConfig, CompactLM
-    from tandem.frontends.compact.train import load_checkpoint, save_checkpoint
+    from tandem.frontends.compact.checkpoint import load_checkpoint, save_checkpoint
 
     _, tok, _ = load_checkpoint(DEFAULT_CHECKPOINT)
     torch.manual_seed(0)

@@ -7,7 +7,8 @@ import torch
 from tandem.frontend import UserFrame
 from tandem.frontends.compact.frontend import CompactFrontEnd
 from tandem.frontends.compact.model import CompactConfig
-from tandem.frontends.compact.train import TrainConfig, load_checkpoint, train
+from tandem.frontends.compact.checkpoint import load_checkpoint
+from tandem.train.compact.train import TrainConfig, train_compact
 
 
 def tiny_cfg(steps: int) -> TrainConfig:
@@ -18,7 +19,7 @@ def tiny_cfg(steps: int) -> TrainConfig:
 
 def test_tiny_training_lowers_the_loss_and_checkpoints(tmp_path):
     torch.set_num_threads(1)
-    meta = train(tiny_cfg(60), tmp_path, progress=False)
+    meta = train_compact(tiny_cfg(60), tmp_path, progress=False)
     hist = json.loads((tmp_path / "history.json").read_text())
     first, last = np.mean(hist["train"][:10]), np.mean(hist["train"][-10:])
     assert last < 0.6 * first, (first, last)
@@ -42,8 +43,8 @@ def test_tiny_training_lowers_the_loss_and_checkpoints(tmp_path):
 
 def test_training_is_reproducible_with_a_seed(tmp_path):
     torch.set_num_threads(1)
-    train(tiny_cfg(5), tmp_path / "a", progress=False)
-    train(tiny_cfg(5), tmp_path / "b", progress=False)
+    train_compact(tiny_cfg(5), tmp_path / "a", progress=False)
+    train_compact(tiny_cfg(5), tmp_path / "b", progress=False)
     a = json.loads((tmp_path / "a" / "history.json").read_text())["train"]
     b = json.loads((tmp_path / "b" / "history.json").read_text())["train"]
     assert a == b
@@ -51,11 +52,11 @@ def test_training_is_reproducible_with_a_seed(tmp_path):
 
 def test_continuing_from_a_checkpoint_keeps_its_tokenizer_and_weights(tmp_path):
     torch.set_num_threads(1)
-    train(tiny_cfg(3), tmp_path / "a", progress=False)
+    train_compact(tiny_cfg(3), tmp_path / "a", progress=False)
     base, tok, _ = load_checkpoint(tmp_path / "a" / "compact.pt")
     cfg = tiny_cfg(2)
     cfg.init = tmp_path / "a" / "compact.pt"
-    meta = train(cfg, tmp_path / "b", progress=False)
+    meta = train_compact(cfg, tmp_path / "b", progress=False)
     cont, tok2, m = load_checkpoint(tmp_path / "b" / "compact.pt")
     assert tok2.proto == tok.proto
     assert m["init_meta"]["steps"] == 3 and meta["steps"] == 2
@@ -65,6 +66,6 @@ def test_continuing_from_a_checkpoint_keeps_its_tokenizer_and_weights(tmp_path):
 def test_an_old_checkpoint_gains_the_pointer_bonus_when_asked(tmp_path):
     cfg = tiny_cfg(1)
     cfg.model = CompactConfig(vocab=400, d=32, layers=1, heads=2, window=64, pointer_follow=False)
-    train(cfg, tmp_path, progress=False)
+    train_compact(cfg, tmp_path, progress=False)
     m, _, _ = load_checkpoint(tmp_path / "compact.pt", pointer_follow=True)
     assert m.c.pointer_follow and m.follow_w.shape == (2,)

@@ -301,13 +301,13 @@ def test_a_pt_file_of_pickled_objects_is_refused_in_one_line(kame_dir, tmp_path)
 
 # -- 6. tandem's own checkpoints --------------------------------------------------------------------
 def test_our_training_record_is_kept_where_moshi_ignores_it(plain_dir, tmp_path):
-    from tandem.train.moshi import MoshiTrainConfig, prepare_data, train
-    from tandem.train.moshi_data import ToneRenderer, read_shards
+    from tandem.train.moshi.data import ToneRenderer, read_shards
+    from tandem.train.moshi.train import MoshiTrainConfig, prepare_data, train_moshi
 
     files = checkpoint.from_dir(plain_dir)
     prepare_data(files, tmp_path / "data", n=2, seed=0, renderer=ToneRenderer())
     cfg = MoshiTrainConfig(lr=3e-3, max_steps=1, batch=1, frames=20, seed=0)
-    train(files, read_shards(tmp_path / "data"), cfg, tmp_path / "ck", progress=False)
+    train_moshi(files, read_shards(tmp_path / "data"), cfg, tmp_path / "ck", progress=False)
     d = tmp_path / "ck"
     assert "tandem_training" not in json.loads((d / "config.json").read_text())
     assert json.loads((d / checkpoint.TRAINING_NAME).read_text())["steps"] == 1

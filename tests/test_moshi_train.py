@@ -1,4 +1,5 @@
-"""`tandem train moshi`: KAME's simulated oracles, the training layout, and a few steps on the tiny model."""
+"""`tandem train moshi`: the training layout and a few steps on the tiny model (its simulated
+oracles, shared with the compact recipe: tests/test_train_oracles.py)."""
 import os
 
 os.environ.setdefault("NO_TORCH_COMPILE", "1")
@@ -17,11 +18,10 @@ from tandem.frontends.moshi import checkpoint  # noqa: E402
 from tandem.frontends.moshi.bundle import load_bundle  # noqa: E402
 from tandem.frontends.moshi.model import OracleLMModel  # noqa: E402
 from tandem.frontends.moshi.tiny import TINY_CARD, tiny_lm_kwargs, write_tiny_checkpoint  # noqa: E402
-from tandem.train import kame_oracles as ko  # noqa: E402
-from tandem.train.moshi import MoshiTrainConfig, prepare_data, train  # noqa: E402
-from tandem.train.moshi_data import (ToneRenderer, build_example, read_shards, render_synthetic,  # noqa: E402
-                                     text_columns, turns_from_words)
-from tandem.train.synth import Turn, Word, make_dialogue  # noqa: E402
+from tandem.train.moshi.data import (ToneRenderer, build_moshi_example, read_shards,  # noqa: E402
+                                     render_synthetic, text_columns, turns_from_words)
+from tandem.train.moshi.train import MoshiTrainConfig, prepare_data, train_moshi  # noqa: E402
+from tandem.train.synth import Word, make_dialogue  # noqa: E402
 
 torch.set_num_threads(1)
 VOCAB = 120
@@ -37,56 +37,6 @@ def shards(tiny_dir, tmp_path_factory):
     d = tmp_path_factory.mktemp("data")
     prepare_data(checkpoint.from_dir(tiny_dir), d, n=4, seed=0, renderer=ToneRenderer())
     return d
-
-
-def _turn(n_words: int = 8, start: float = 1.0, word_s: float = 0.3) -> Turn:
-    words = [Word(f"w{i}", start + i * word_s, start + (i + 1) * word_s - 0.02) for i in range(n_words)]
-    return Turn(words, " ".join(w.text for w in words), "The capital of Blorp is Zantor.", "question", "Zantor")
-
-
-# -- simulated oracles ------------------------------------------------------------------------------
-def test_hint_tiers_follow_kame_thresholds():
-    assert [ko.hint_tier(f) for f in (0.1, 0.5, 0.6, 0.65, 0.7, 0.9, 0.96, 0.995)] == [0, 0, 1, 1, 2, 3, 4, 5]
-
-
-def test_events_every_half_second_from_the_second_word_then_the_true_reply():
-    turn = _turn()
-    evs = ko.turn_events(random.Random(0), turn)
-    times = [e.t for e in evs]
-    assert times[0] == pytest.approx(turn.words[1].end)
-    assert np.allclose(np.diff(times[:-1]), 0.5)
-    assert evs[-1].t == turn.end and evs[-1].text == turn.reply and evs[-1].tier == 6
-    frac = [(e.t - turn.start) / (turn.end - turn.start) for e in evs[:-1]]
-    assert [e.tier for e in evs[:-1]] == [ko.hint_tier(f) for f in frac]
-    # no hint: never the true reply; the random-oracle variant: other replies, then the true one
-    many = [e for s in range(30) for e in ko.turn_events(random.Random(s), turn)[:-1] if e.tier == 0]
-    assert many and all(e.text != turn.reply for e in many)
-    rv = ko.turn_events(random.Random(1), turn, random_variant=True)
-    assert all(e.tier == -1 and e.text != turn.reply for e in rv[:-1]) and rv[-1].text == turn.reply
-
-
-def test_events_land_on_kame_columns_with_shifts_and_skips():
-    turn = _turn()
-    evs = ko.turn_events(random.Random(0), turn)
-    plain = ko.place_events(random.Random(0), evs, ko.OracleRecipe(augment=False, text_delay=2))
-    assert [c for c, _ in plain] == [int(e.t * 12.5) + 1 + 2 for e in evs]
-    evs = ko.turn_events(random.Random(0), turn, random_variant=True)  # the true reply only at the end
-    base = {e.text: ko.event_column(e.t) for e in evs}
-    kept = []
-    for seed in range(60):
-        placed = ko.place_events(random.Random(seed), evs)
-        assert turn.reply in [t for _, t in placed], "the last event is never skipped"
-        for c, text in placed:
-            d = c - base[text]
-            assert -15 <= d <= 10 and d != 0, "each event is shifted right 1-10 or left 1-15 columns"
-        kept.append(len(placed) - 1)
-    assert min(kept) < len(evs) - 1 and max(kept) > 0, "intermediate events are skipped at random"
-
-
-def test_oracle_columns_play_start_then_one_token_per_column_and_replace():
-    enc = {"a b c": [10, 11, 12], "d": [20]}.__getitem__
-    cols = ko.oracle_columns([(2, "a b c"), (4, "d")], 9, enc, start_id=VOCAB, pad_id=3)
-    assert cols.tolist() == [3, 3, VOCAB, 10, VOCAB, 20, 3, 3, 3]
 
 
 # -- the training layout ------------------------------------------------------------------------------
@@ -118,7 +68,7 @@ def test_shards_have_moshi_layout(shards, tiny_dir):
 
 
 def test_user_stream_is_shifted_one_frame_as_lmgen_hears_it():
-    """Training forward on data laid out like build_example == LMGen's step-by-step logits."""
+    """Training forward on data laid out like build_moshi_example == LMGen's step-by-step logits."""
     kw = tiny_lm_kwargs(VOCAB)
     torch.manual_seed(0)
     lm = OracleLMModel(**kw).eval()
@@ -151,7 +101,7 @@ def test_user_stream_is_shifted_one_frame_as_lmgen_hears_it():
 def test_a_few_full_fine_tuning_steps_lower_the_loss_and_write_a_loadable_checkpoint(tiny_dir, shards, tmp_path):
     files = checkpoint.from_dir(tiny_dir)
     cfg = MoshiTrainConfig(lr=3e-3, max_steps=30, batch=2, frames=40, seed=0)
-    meta = train(files, read_shards(shards), cfg, tmp_path / "ck", progress=False)
+    meta = train_moshi(files, read_shards(shards), cfg, tmp_path / "ck", progress=False)
     assert meta["steps"] == 30
     assert meta["last_loss"] < 0.6 * meta["first_loss"], meta
     base = load_bundle(files)
@@ -164,7 +114,7 @@ def test_a_few_full_fine_tuning_steps_lower_the_loss_and_write_a_loadable_checkp
 def test_lora_trains_adapters_and_the_oracle_embedding_only(tiny_dir, shards, tmp_path):
     files = checkpoint.from_dir(tiny_dir)
     cfg = MoshiTrainConfig(lr=3e-3, max_steps=30, batch=2, frames=40, seed=0, lora=True, lora_rank=4)
-    meta = train(files, read_shards(shards), cfg, tmp_path / "lora", progress=False)
+    meta = train_moshi(files, read_shards(shards), cfg, tmp_path / "lora", progress=False)
     assert meta["last_loss"] < 0.8 * meta["first_loss"], meta
     base = load_bundle(files)
     b = load_bundle(checkpoint.from_dir(tmp_path / "lora"))
@@ -202,7 +152,7 @@ def test_real_dialogues_from_a_manifest(tiny_dir, tmp_path):
 
     from tandem.frontends.moshi.tiny import tiny_mimi
     from tandem.frontends.moshi.tokenizer import MoshiTokenizer
-    from tandem.train.moshi_data import read_manifest
+    from tandem.train.moshi.data import read_manifest
 
     sr = 16000  # any rate: resampled to 24 kHz
     t = np.arange(4 * sr) / sr
@@ -217,14 +167,14 @@ def test_real_dialogues_from_a_manifest(tiny_dir, tmp_path):
     assert len(d.user) == 4 * 24000 and np.abs(d.user[: 24000]).max() > 0.2 and np.abs(d.user[60000:]).max() < 1e-3
     assert d.turns[0].reply == "it is noon"
     tok = MoshiTokenizer(tiny_dir / "tokenizer.model", start_id=VOCAB)
-    ex = build_example(d, tiny_mimi(), tok, 3, random.Random(0))
+    ex = build_moshi_example(d, tiny_mimi(), tok, 3, random.Random(0))
     assert ex["codes"].shape == (7, 50) and ex["oracle"].shape == (50,)
     assert ex["codes"][0, 25] not in (0, 3), "the assistant's first word starts at frame int(2.0 * 12.5)"
     assert (ex["oracle"] == VOCAB).any()
 
 
 def test_voice_renderer_fits_each_word_into_its_slot():
-    from tandem.train.moshi_data import VoiceRenderer
+    from tandem.train.moshi.data import VoiceRenderer
 
     class Tone:
         def synthesize(self, text):
@@ -242,7 +192,7 @@ def test_mixed_precision_lora_keeps_fp32_adapters_over_a_bf16_base(tiny_dir, sha
     files = checkpoint.from_dir(tiny_dir)
     cfg = MoshiTrainConfig(lr=3e-3, max_steps=20, batch=2, frames=40, seed=0, lora=True, lora_rank=4,
                            mixed_precision=True)
-    meta = train(files, read_shards(shards), cfg, tmp_path / "mp", dtype="bf16", progress=False)
+    meta = train_moshi(files, read_shards(shards), cfg, tmp_path / "mp", dtype="bf16", progress=False)
     assert meta["last_loss"] < 0.8 * meta["first_loss"], meta
     assert meta["trainable_dtypes"] == ["torch.float32"] and meta["frozen_dtypes"] == ["torch.bfloat16"]
     b = load_bundle(checkpoint.from_dir(tmp_path / "mp"))

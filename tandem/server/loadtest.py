@@ -55,16 +55,13 @@ class SessionReport:
     said: str = ""
 
 
-def load_questions(path: Path | None, limit: int | None) -> list[str]:
+def question_texts(path: Path | None, limit: int | None) -> list[str]:
+    """The questions to speak: `tandem bench`'s question file (read by its loader), else a few defaults."""
     if path is None:
-        qs = list(DEFAULT_QUESTIONS)
-    else:
-        if not path.exists():
-            raise TandemError(f"questions file not found: {path}")
-        qs = [json.loads(line)["question"] for line in path.read_text().splitlines() if line.strip()]
-    if not qs:
-        raise TandemError("no questions to ask")
-    return qs[:limit] if limit else qs
+        return DEFAULT_QUESTIONS[:limit] if limit else list(DEFAULT_QUESTIONS)
+    from ..bench import load_questions  # here, not at the top: bench pulls in the whole stack
+
+    return [q.question for q in load_questions(path, limit)]
 
 
 async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndarray], ends: list[float],
@@ -234,7 +231,7 @@ def run_loadtest(args) -> int:  # noqa: ANN001
         raise TandemError("--sessions must be between 1 and 64")
     if args.duration <= 0 or args.duration > 3600:
         raise TandemError("--duration must be between 0 and 3600 seconds")
-    questions = load_questions(args.questions, args.limit)
+    questions = question_texts(args.questions, args.limit)
     audios = [speak(q, args.voice, lead_s=0.5, tail_s=args.tail) for q in questions]
     proc = None
     url = args.url

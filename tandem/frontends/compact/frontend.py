@@ -50,7 +50,7 @@ def completes_a_loop(said: list[int], tok: int) -> bool:
 
 @lru_cache(maxsize=4)
 def _lexicon() -> frozenset[str]:
-    from .train import english_words
+    from .lexicon import english_words
 
     return frozenset(w.lower() for w in english_words())
 
@@ -68,7 +68,7 @@ def whole_word_pieces(tokenizer) -> frozenset[int]:
 
 
 def _load(checkpoint: str | Path | None):
-    from .train import load_checkpoint
+    from .checkpoint import load_checkpoint
 
     path = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
     if not path.exists():

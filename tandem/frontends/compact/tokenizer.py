@@ -37,7 +37,8 @@ class CompactTokenizer:
         return self._word_start[i] if 0 <= i < self.vocab_size else False
 
     @classmethod
-    def train(cls, sentences: list[str], vocab_size: int = 1024) -> "CompactTokenizer":
+    def from_sentences(cls, sentences: list[str], vocab_size: int = 1024) -> "CompactTokenizer":
+        """A new SentencePiece BPE model learnt from `sentences` (the compact recipe's tokenizer)."""
         import sentencepiece as spm
 
         buf = io.BytesIO()

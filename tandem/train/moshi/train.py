@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..oracles import KAME, OracleRecipe
+
 log = logging.getLogger(__name__)
 
 
@@ -126,15 +128,15 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConfig, out_dir: Path,
-          device: str = "cpu", dtype: str | None = None, progress: bool = True) -> dict[str, Any]:
+def train_moshi(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConfig, out_dir: Path,
+                device: str = "cpu", dtype: str | None = None, progress: bool = True) -> dict[str, Any]:
     """Fine-tune the LM of checkpoint `files` on `examples`; write the checkpoint to out_dir."""
     from moshi.models.loaders import _lm_kwargs as moshi_7b_kwargs
 
-    from ..frontends.moshi import checkpoint
-    from ..frontends.moshi._deps import compile_guard
-    from ..frontends.moshi.model import load_lm
-    from ..frontends.moshi.tokenizer import MoshiTokenizer
+    from ...frontends.moshi import checkpoint
+    from ...frontends.moshi._deps import compile_guard
+    from ...frontends.moshi.model import load_lm
+    from ...frontends.moshi.tokenizer import MoshiTokenizer
 
     if not examples:
         raise ValueError("no training examples")
@@ -208,15 +210,14 @@ def train(files: Any, examples: list[dict[str, np.ndarray]], cfg: MoshiTrainConf
 
 
 def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, device: str = "cpu",
-                 manifest: Path | None = None, recipe: Any = None) -> Path:
+                 manifest: Path | None = None, recipe: OracleRecipe | None = None) -> Path:
     """Shards from synthetic dialogues (n of them) or a manifest of real two-channel dialogues,
     encoded with the checkpoint's own Mimi and tokenizer."""
     from moshi.models.loaders import get_mimi
 
-    from ..frontends.moshi._deps import compile_guard
-    from ..frontends.moshi.tokenizer import MoshiTokenizer
-    from .kame_oracles import OracleRecipe
-    from .moshi_data import build_example, read_manifest, synthetic_dialogues, write_shards
+    from ...frontends.moshi._deps import compile_guard
+    from ...frontends.moshi.tokenizer import MoshiTokenizer
+    from .data import build_moshi_example, read_manifest, synthetic_dialogues, write_shards
 
     raw = files.raw_config
     dep_q = int(raw.get("dep_q", 8)) if raw else 8
@@ -226,8 +227,8 @@ def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, de
                          if raw else 3)
     rng = random.Random(seed + 1)
     dialogues = read_manifest(manifest) if manifest else synthetic_dialogues(n, seed, renderer)
-    recipe = recipe or OracleRecipe()
-    examples = (build_example(d, mimi, tok, dep_q, rng, recipe) for d in dialogues)
+    recipe = recipe or KAME
+    examples = (build_moshi_example(d, mimi, tok, dep_q, rng, recipe) for d in dialogues)
     with compile_guard(device):
         write_shards(out_dir, examples, meta={"source": str(manifest) if manifest else f"synthetic n={n} seed={seed}",
                                               "base": files.source, "recipe": asdict(recipe)})
@@ -236,16 +237,16 @@ def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, de
 
 def run_cli(args: Any) -> int:
     """`tandem train moshi` (options in tandem.frontends.moshi.options.add_train_args)."""
-    from ..errors import TandemError
-    from ..frontends.moshi import checkpoint
-    from ..frontends.moshi._deps import require_moshi
-    from .moshi_data import ToneRenderer, VoiceRenderer, read_shards
+    from ...errors import TandemError
+    from ...frontends.moshi import checkpoint
+    from ...frontends.moshi._deps import require_moshi
+    from .data import ToneRenderer, VoiceRenderer, read_shards
 
     require_moshi()
     out = Path(args.out or "out/moshi")
     device = args.moshi_device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.tiny:
-        from ..frontends.moshi.tiny import write_tiny_checkpoint
+        from ...frontends.moshi.tiny import write_tiny_checkpoint
 
         files = checkpoint.from_dir(write_tiny_checkpoint(out / "base", seed=args.seed))
     else:
@@ -266,7 +267,7 @@ def run_cli(args: Any) -> int:
                            lora_rank=args.lora_rank, seed=args.seed,
                            gradient_checkpointing=args.gradient_checkpointing,
                            mixed_precision=args.mixed_precision)
-    meta = train(files, examples, cfg, out / "checkpoint", device=device, dtype=args.moshi_dtype)
+    meta = train_moshi(files, examples, cfg, out / "checkpoint", device=device, dtype=args.moshi_dtype)
     print(f"trained {meta['steps']} steps in {meta['minutes']} min ({meta['trainable_params']:,} trainable parameters); "
           f"loss {meta['first_loss']:.3f} -> {meta['last_loss']:.3f}; "
           f"checkpoint {out / 'checkpoint'} (tandem run --front-end moshi --moshi-weights {out / 'checkpoint'})")

@@ -5,11 +5,9 @@ config and the SentencePiece model) small enough to ship in the repository.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import random
-import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,10 +16,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...train.synth import FALLBACKS, OPENERS, REPAIR, make_dialogue
-from .data import LATE_START_P, build_example, vad_buckets
-from .model import CompactConfig, CompactLM
-from .tokenizer import PAD, CompactTokenizer
+from ...frontends.compact.checkpoint import load_checkpoint, save_checkpoint
+from ...frontends.compact.lexicon import english_words
+from ...frontends.compact.model import CompactConfig, CompactLM
+from ...frontends.compact.tokenizer import PAD, CompactTokenizer
+from ..synth import FALLBACKS, OPENERS, REPAIR, make_dialogue
+from .data import LATE_START_P, build_compact_example, vad_buckets
 
 PAD_WEIGHT = 0.5  # KAME's text padding weight
 POINTER_WEIGHT = 0.3  # the copy pointer's own loss: point at the very frame the teacher copied
@@ -43,18 +43,6 @@ class TrainConfig:
     eval_batches: int = 4
 
 
-def english_words() -> list[str]:
-    """Real English words from hibari's lexicon, so the tokenizer has pieces for ordinary text."""
-    try:
-        import hibari
-
-        path = Path(hibari.__file__).parent / "assets" / "lexicon_us_gold.json.gz"
-        words = json.load(gzip.open(path))
-        return [w for w in words if re.fullmatch(r"[A-Za-z]+", w)]
-    except Exception:  # noqa: BLE001 - the tokenizer still works from the synthetic text alone
-        return []
-
-
 def train_tokenizer(rng: random.Random, vocab: int) -> CompactTokenizer:
     sents: list[str] = []
     for _ in range(8000):
@@ -66,10 +54,11 @@ def train_tokenizer(rng: random.Random, vocab: int) -> CompactTokenizer:
     rng.shuffle(words)
     sents += [" ".join(words[i:i + 12]) for i in range(0, len(words), 12)]
     sents += OPENERS + FALLBACKS + [REPAIR]
-    return CompactTokenizer.train(sents, vocab)
+    return CompactTokenizer.from_sentences(sents, vocab)
 
 
-def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, heldout: bool = False):
+def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, heldout: bool = False
+               ) -> tuple[torch.Tensor, ...]:
     user = np.zeros((n, seq, 2), np.int64)
     vad = np.zeros((n, seq), np.int64)
     oracle = np.zeros((n, seq), np.int64)
@@ -77,7 +66,7 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
     mask = np.zeros((n, seq), np.float32)
     src = np.full((n, seq), -1, np.int64)
     for b in range(n):
-        ex = build_example(rng, tok, heldout=heldout, late_start_p=LATE_START_P)
+        ex = build_compact_example(rng, tok, heldout=heldout, late_start_p=LATE_START_P)
         L = len(ex.target)
         s = rng.randrange(0, L - seq + 1) if L > seq else 0
         e = min(L, s + seq)
@@ -122,27 +111,7 @@ def loss_of(model: CompactLM, batch) -> tuple[torch.Tensor, float]:
     return loss, speech_nll
 
 
-def save_checkpoint(path: Path, model: CompactLM, tok: CompactTokenizer, meta: dict) -> None:
-    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"config": model.c.to_dict(), "state": state, "tokenizer": tok.proto, "meta": meta}, path)
-
-
-def load_checkpoint(path: Path, pointer_follow: bool | None = None) -> tuple[CompactLM, CompactTokenizer, dict]:
-    """`pointer_follow=True` turns the pointer bonus on for a checkpoint trained without it (to
-    continue training it); its two weights start at their initial values."""
-    ck = torch.load(path, map_location="cpu", weights_only=False)
-    config = CompactConfig(**ck["config"])
-    if pointer_follow is not None:
-        config = replace(config, pointer_follow=pointer_follow)
-    model = CompactLM(config)
-    state = {k: v.float() if v.is_floating_point() else v for k, v in ck["state"].items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if unexpected or set(missing) - {"follow_w"}:
-        raise ValueError(f"{path}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
-    return model.eval(), CompactTokenizer(ck["tokenizer"]), ck.get("meta", {})
-
-
-def train(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
+def train_compact(cfg: TrainConfig, out: Path, progress: bool = True) -> dict:
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,16 @@
 """Training shards for the moshi front-end: two-channel dialogues -> Mimi codes + text + oracle columns.
 
 A dialogue is two 24 kHz channels (user, assistant) with word timestamps on each. Synthetic ones
-come from `tandem.train.synth` (the compact front-end's generator, rendered to audio here); real
+come from `tandem.train.synth` (the generator every recipe shares, rendered to audio here); real
 ones from a JSONL manifest (`read_manifest`). Each becomes one example in Moshi's training layout,
 a [1 + 2K, T] code array (text, K assistant codebooks, K user codebooks) plus a [T] oracle array.
 
 Column alignment is what `LMGen.step` does at run time (REFERENCE 5): column c holds the assistant's
 text token and audio codes of frame c, and the user codes of frame c + 1 (the model hears user
-frame k at step k, together with its own output of step k - 1). Oracle columns follow KAME's recipe
-(tandem.train.kame_oracles). Text tokens start at the frame their word starts (plus text_delay);
-PAD (3) elsewhere, and end-of-padding (0) on the PAD just before a word, as in Moshi.
+frame k at step k, together with its own output of step k - 1). Oracle columns come from the shared
+simulator (`tandem.train.oracles`) with KAME's recipe. Text tokens start at the frame their word
+starts (plus text_delay); PAD (3) elsewhere, and end-of-padding (0) on the PAD just before a word,
+as in Moshi.
 """
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from .kame_oracles import FPS, OracleRecipe, dialogue_oracles
-from .synth import Dialogue, Turn, Word, make_dialogue, reply_duration
+from ...audio import SAMPLE_RATE
+from ..oracles import FPS, KAME, OracleRecipe, dialogue_oracles
+from ..synth import Dialogue, Turn, Word, make_dialogue, reply_duration
 
 FRAME = 1920
 
@@ -77,15 +78,15 @@ class VoiceRenderer:
         key = (who, text.lower().strip("?.,!"))
         if key not in self._cache:
             if who == "user":
-                from ..voices import speak
+                from ...voices import speak
 
                 self._cache[key] = speak(key[1], self.user_voice, lead_s=0.0, tail_s=0.0)
             else:
                 if self.tts is None:
-                    from ..tts import HibariTTS
+                    from ...tts import HibariTTS
 
                     self.tts = HibariTTS()
-                from ..tts import trim_leading_silence
+                from ...tts import trim_leading_silence
 
                 self._cache[key] = trim_leading_silence(self.tts.synthesize(key[1]))
         audio = self._cache[key]
@@ -157,8 +158,8 @@ def encode_channel(mimi: Any, audio: np.ndarray, n_frames: int, n_q: int) -> np.
     return codes[:, :n_frames].cpu().numpy().astype(np.int64)
 
 
-def build_example(d: TwoChannelDialogue, mimi: Any, tokenizer: Any, n_q: int, rng: random.Random,
-                  recipe: OracleRecipe = OracleRecipe()) -> dict[str, np.ndarray]:
+def build_moshi_example(d: TwoChannelDialogue, mimi: Any, tokenizer: Any, n_q: int, rng: random.Random,
+                        recipe: OracleRecipe = KAME) -> dict[str, np.ndarray]:
     """codes [1 + 2 n_q, T] (text, assistant, user shifted by one frame) and oracle [T]."""
     n = d.n_frames
     text = text_columns(d.assistant_words, n, tokenizer.encode, tokenizer.pad_id, tokenizer.end_pad_id,

@@ -1,41 +1,36 @@
 """Synthetic dialogues -> per-frame training arrays for the compact front-end.
 
 Per frame: the user token (what a simulated Listener has transcribed, as a token stream), the VAD
-bucket (lagged, noisy), the oracle token (simulated KAME oracle events through the real
-`OracleStream`, with KAME's policy or the prefix-keep one), and the target output token from a
-teacher policy that only uses what the model could have seen: speak the latest oracle at the pace
-of the voice, an opener while waiting, a repair and the newer oracle when it is replaced
-mid-answer, a fallback when none comes, silence while the user speaks. Each copied target token
-also records the frame its oracle token was fed at, which trains the copy pointer.
+bucket (lagged, noisy), the oracle token (the shared oracle simulator's events, `COMPACT` recipe,
+through the run-time `OracleStream` with KAME's policy or the prefix-keep one), and the target
+output token from a teacher policy that only uses what the model could have seen: speak the latest
+oracle at the pace of the voice, an opener while waiting, a repair and the newer oracle when it is
+replaced mid-answer, a fallback when none comes, silence while the user speaks. Each copied target
+token also records the frame its oracle token was fed at, which trains the copy pointer.
 """
 from __future__ import annotations
 
-import bisect
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from ...oracle import OracleStream, make_policy
-from ...train.synth import (FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue, other_reply,
-                            wrong_version)
-from .streams import UserTokenQueue, vad_bucket
-from .tokenizer import PAD, START, CompactTokenizer
+from ...frontends.compact.streams import UserTokenQueue, vad_bucket
+from ...frontends.compact.tokenizer import PAD, START, CompactTokenizer
+from ..oracles import COMPACT, FPS, dialogue_events, event_frame, feed, schedule
+from ..synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue
 
-FPS = 12.5
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
 LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
 LATE_START_MAX = 6  # frames; a live model that let its moment pass must still take the turn, not fall silent
-REAL_FIRST_ORACLE_S = (1.05, 1.6)  # seconds after the user starts (27 dev questions: median 1.33 s)
-SCENARIOS = {"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10}
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
 
 # (content ids of an oracle, index j, frame f) -> the latest frame <= f at which content token j of
 # that oracle was fed (with everything before it), or None while it has not been fed (by the current
-# stream, for `visible`; at any time, for `visible_before`)
+# stream, for `visible`; at any time, for `visible_before`): `OracleFeed`'s two views
 Visible = Callable[[list[int], int, int], "int | None"]
 
 
@@ -108,52 +103,6 @@ def _vad(rng: random.Random, d: Dialogue, n: int) -> tuple[np.ndarray, np.ndarra
     prob[noise] = np.clip(prob[noise] + 0.5 * np.where(speech[noise], -1, 1), 0, 1)
     lagged = np.concatenate([np.full(lag, prob[0]), prob[:-lag]]) if lag else prob
     return lagged.astype(np.float32), speech
-
-
-def _oracle_events(rng: random.Random, turn: Turn, scenario: str, heldout: bool,
-                   late_first_p: float = 0.0) -> list[tuple[float, str]]:
-    """KAME's recipe in spirit: an event every 0.5 s once 2+ words were spoken, hint tiers by how much
-    of the turn was heard, the true reply after the final transcript; then the scenario's twist.
-    `late_first_p`: the share of turns whose first oracle comes as late as on the real stack."""
-    ev: list[tuple[float, str]] = []
-    if scenario == "never":
-        return ev
-    dur = max(0.3, turn.end - turn.start)
-    t = turn.words[min(1, len(turn.words) - 1)].end
-    if late_first_p and rng.random() < late_first_p:
-        # as measured on the real stack: the Listener's first partial of two words, then the LLM's
-        # first token, about 1.3 s after the user starts, however short the question (so a short
-        # one may end with no oracle yet)
-        t = max(t, turn.start + rng.uniform(*REAL_FIRST_ORACLE_S))
-    skip_p = rng.uniform(0.1, 0.7)
-    while t < turn.end:
-        frac = (t - turn.start) / dur
-        if frac <= 0.5:
-            text = other_reply(rng, heldout)
-        else:
-            p_true = 0.3 + 0.6 * (frac - 0.5) / 0.5
-            text = turn.reply if rng.random() < p_true else wrong_version(rng, turn.reply, heldout)
-        if rng.random() > skip_p:
-            ev.append((t + rng.uniform(0.08, 0.35), text))
-        t += 0.5
-    final_t = turn.end + rng.uniform(0.47, 0.6) + rng.uniform(0.08, 0.35)
-    if scenario == "normal":
-        ev.append((final_t, turn.reply))
-    elif scenario == "early_only":  # the partial-based oracle was right; the final one never came
-        ev.append((turn.end - rng.uniform(0.0, 0.3), turn.reply))
-    elif scenario == "late":
-        ev = [(a, b) for a, b in ev if b != turn.reply]
-        ev.append((final_t + rng.uniform(0.8, 2.5), turn.reply))
-    elif scenario == "replaced":
-        ev.append((final_t, wrong_version(rng, turn.reply, heldout)))
-        ev.append((final_t + rng.uniform(0.5, 2.0), turn.reply))
-    # augmentation: shift events (never before the turn starts), keep them in order
-    shifted = []
-    for a, b in ev:
-        a += rng.choice([0, 0, 0, rng.uniform(0.08, 0.8), -rng.uniform(0.08, 1.2)])
-        shifted.append((max(turn.start + 0.2, a), b))
-    shifted.sort(key=lambda x: x[0])
-    return shifted
 
 
 class _Teacher:
@@ -270,78 +219,36 @@ class _Teacher:
         return max(0, self.word_frames(plan, w0) - (i - w0))
 
 
-def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
-                  dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
-                  policy: str | None = None, late_start_p: float = 0.0, late_first_oracle_p: float = 0.0) -> Example:
-    """`late_start_p`: the share of turns whose reply starts 1..LATE_START_MAX frames after the usual
-    decision frame, with the silent frames in between left out of the loss. The teacher always
-    starts on time, so without these a model that once stays silent a frame too long has never
-    seen that state, and it then stays silent for the whole turn. `late_first_oracle_p`: the share
-    of turns whose first oracle comes as late as on the real stack (an evaluation variant; training
-    on 60% of such turns did not help, docs/COMPACT.md)."""
+def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
+                          dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
+                          policy: str | None = None, late_start_p: float = 0.0,
+                          late_first_oracle_p: float = 0.0) -> Example:
+    """One training example of the compact recipe. `late_start_p`: the share of turns whose reply
+    starts 1..LATE_START_MAX frames after the usual decision frame, with the silent frames in between
+    left out of the loss. The teacher always starts on time, so without these a model that once
+    stays silent a frame too long has never seen that state, and it then stays silent for the whole
+    turn. `late_first_oracle_p`: the share of turns whose first oracle comes as late as on the real
+    stack (an evaluation variant; training on 60% of such turns did not help, docs/COMPACT.md).
+
+    The order of the random draws (dialogue, policy, VAD, partials, oracle events, cut streams,
+    teacher) is the recipe's data: the shipped checkpoint was trained and is evaluated on it."""
     d = dialogue or make_dialogue(rng, heldout)
     policy = policy or rng.choices(list(TRAIN_POLICIES), weights=list(TRAIN_POLICIES.values()))[0]
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
-    user = np.full((n, 2), PAD, np.int64)
-    oracle = np.full(n, PAD, np.int64)
-    target = np.full(n, PAD, np.int64)
     vad, speech = _vad(rng, d, n)
-    q = UserTokenQueue(tok.encode, PAD)
     updates = sorted((frame_of(t) + 1, text) for turn in d.turns for t, text in _partials(rng, turn))
-    stream = OracleStream(START, PAD, make_policy(policy))
-    fed_at: dict[tuple[int, ...], list[int]] = {}  # oracle prefix ending in a fed token -> frames it was fed
-    events: list[tuple[int, str, int]] = []  # (frame, text, turn index)
-    infos: list[TurnInfo] = []
-    for ti, turn in enumerate(d.turns):
-        sc = scenario or rng.choices(list(SCENARIOS), weights=list(SCENARIOS.values()))[0]
-        evs = _oracle_events(rng, turn, sc, heldout, late_first_oracle_p)
-        info = TurnInfo(end_frame=frame_of(turn.end), start_frame=frame_of(turn.start), scenario=sc)
-        for t, text in evs:
-            events.append((frame_of(t) + 1, text, ti))
-            info.oracle_texts.append((frame_of(t) + 1, text))
-        infos.append(info)
-    events.sort()
-    ev_i = up_i = 0
-    resets: list[tuple[int, int]] = []  # (frame, turn index)
-    oracle_ids: list[list[int]] = []
-    for f in range(n):
-        while up_i < len(updates) and updates[up_i][0] <= f:
-            q.update(updates[up_i][1])
-            up_i += 1
-        user[f] = q.next()
-        while ev_i < len(events) and events[ev_i][0] <= f:
-            _, text, ti = events[ev_i]
-            ids = tok.encode(text)
-            stream.reset(f)
-            if rng.random() < 0.1:  # a slow or cut-off LLM stream: the tail never makes it
-                ids = ids[: len(ids) // 2]
-            stream.append(ids, f)
-            infos[ti].delivered.append(tok.decode(ids))
-            resets.append((f, ti))
-            oracle_ids.append(ids)
-            ev_i += 1
-        before = stream.buf.fed
-        oracle[f] = stream.token(f)
-        if stream.buf.fed > before:
-            fed_at.setdefault(tuple(stream.buf.tokens[: stream.buf.last_index + 1]), []).append(f)
-
-    restarts = np.flatnonzero(oracle == START).tolist()  # frames where the stream (re)started
-
-    def visible_before(ids: list[int], j: int, f: int) -> int | None:
-        frames = fed_at.get((START, *ids[: j + 1]))
-        if not frames:
-            return None
-        k = bisect.bisect_right(frames, f)
-        return frames[k - 1] if k else None
-
-    def visible(ids: list[int], j: int, f: int) -> int | None:
-        """Fed since the stream last restarted: after a restart the model cannot know that the newer
-        oracle repeats what the older one fed until it has been fed again."""
-        g = visible_before(ids, j, f)
-        k = bisect.bisect_right(restarts, f)
-        return g if g is not None and (not k or g >= restarts[k - 1]) else None
+    recipe = replace(COMPACT, late_first_p=late_first_oracle_p)
+    per_turn = dialogue_events(rng, d.turns, recipe, heldout, scenario)
+    infos = [TurnInfo(end_frame=frame_of(turn.end), start_frame=frame_of(turn.start), scenario=to.scenario,
+                      oracle_texts=[(event_frame(e.t), e.text) for e in to.events])
+             for turn, to in zip(d.turns, per_turn)]
+    fed = feed(rng, schedule(per_turn), n, tok.encode, START, PAD, policy, recipe.cut_p)
+    for ev in fed.events:
+        infos[ev.turn].delivered.append(tok.decode(ev.ids))
+    user = _user_tokens(tok, updates, n)
 
     src = np.full(n, -1, np.int64)
+    target = np.full(n, PAD, np.int64)
     weight = np.ones(n, np.float32)
     teacher = _Teacher(tok, rng)
     for ti, info in enumerate(infos):
@@ -353,10 +260,22 @@ def build_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = Fal
             start += late
         if start >= n:
             continue
-        vis = [(f, ids) for (f, t_i), ids in zip(resets, oracle_ids) if t_i == ti]
-        info.reply_start = teacher.run(target, src, start, min(stop, n), vis, visible, visible_before)
-    return Example(user, vad.astype(np.float32), oracle, target, speech, infos, src, policy, weight)
+        vis = [(ev.frame, ev.ids) for ev in fed.events if ev.turn == ti]
+        info.reply_start = teacher.run(target, src, start, min(stop, n), vis, fed.visible, fed.visible_before)
+    return Example(user, vad.astype(np.float32), fed.tokens, target, speech, infos, src, policy, weight)
 
+
+def _user_tokens(tok: CompactTokenizer, updates: list[tuple[int, str]], n: int) -> np.ndarray:
+    """[n, 2] user tokens: the transcript updates (frame, text) through the run-time UserTokenQueue."""
+    user = np.full((n, 2), PAD, np.int64)
+    q = UserTokenQueue(tok.encode, PAD)
+    up_i = 0
+    for f in range(n):
+        while up_i < len(updates) and updates[up_i][0] <= f:
+            q.update(updates[up_i][1])
+            up_i += 1
+        user[f] = q.next()
+    return user
 
 def vad_buckets(vad: np.ndarray) -> np.ndarray:
     return np.array([vad_bucket(float(p)) for p in vad], np.int64)

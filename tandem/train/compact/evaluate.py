@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...frontends.compact.decoding import TurnStart
+from ...frontends.compact.model import CompactLM
+from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
 from ...oracle import DEFAULT_POLICY
-from ...train.synth import make_dialogue
-from .data import DECISION_DELAY, Example, build_example, vad_buckets
-from .decoding import TurnStart
-from .model import CompactLM
-from .tokenizer import END, PAD, CompactTokenizer
+from ..synth import make_dialogue
+from .data import DECISION_DELAY, Example, build_compact_example, vad_buckets
 
 ONSET_FRAMES = 4
 MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent to test a missed turn
@@ -101,8 +101,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
     for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
         for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
             d = make_dialogue(rng, heldout=True, n_turns=1)
-            ex = build_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy,
-                               late_first_oracle_p=late_first_oracle_p)
+            ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy,
+                                       late_first_oracle_p=late_first_oracle_p)
             res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
             rows[scenario] += res
             rows["all"] += res
