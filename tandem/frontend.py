@@ -23,6 +23,14 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
+VOICE_THRESHOLD = 0.5  # the voice-activity probability above which the user counts as speaking
+
+
+def speaking(vad_prob: float) -> bool:
+    """The one definition of "the user is speaking now" for front-ends, replay and evaluation."""
+    return vad_prob > VOICE_THRESHOLD
+
+
 @dataclass
 class UserFrame:
     audio: np.ndarray  # 1920 float32 samples at 24 kHz

@@ -135,7 +135,7 @@ class Session:
         self._user_text = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._silent_frames = 10**9  # frames since the assistant was last audible
-        self._live_k = 0  # next live step
+        self._next_k = 0  # the next step
         self.supervisor = supervisor
         self._unsubscribe: Any = None
 
@@ -244,14 +244,6 @@ class Session:
         """The oracle token the front-end gets at frame k (PAD in front-end-only mode)."""
         return self.oracle.token(k) if self.oracle is not None else self.front_end.tokenizer.pad_id
 
-    def _respond(self, k: int, audio: np.ndarray) -> tuple[np.ndarray, list[str], int]:
-        if self.cascade is not None:
-            out, texts = self.cascade.step()
-            return out, texts, -1
-        otok = self._oracle_token(k)
-        res = self.front_end.step(self._user_frame(audio), otok)
-        return res.audio, res.text, otok
-
     async def _wait_heard(self, upto_s: float) -> None:
         if self._listener_stalled:
             return
@@ -282,6 +274,7 @@ class Session:
         if self.front_end is not None:
             self.front_end.reset()
         self._silent_frames = 10**9
+        self._next_k = 0
 
     def _pre_step(self, k: int, frame: np.ndarray) -> tuple[float, float]:
         """Start step k: hand the frame to the Listener and drain oracle events. Returns (t0, p0)."""
@@ -308,7 +301,9 @@ class Session:
         self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts), self.vad_prob)
 
     async def run(self, frames: np.ndarray) -> np.ndarray:
-        """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio."""
+        """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio.
+        A ticker of one session: the same steps as the server's ticker, with this session's
+        front-end stepped alone."""
         n = len(frames)
         out = np.zeros((n + 1, FRAME_SAMPLES), dtype=np.float32)
         self._begin()
@@ -321,33 +316,34 @@ class Session:
                     if self.backend_idle() and not self._listener_stalled:
                         self.clock.skip_to(deadline)
                 await self.clock.sleep_until(deadline)
-                t0, p0 = self._pre_step(k, frames[k])
-                audio, texts, otok = self._respond(k, frames[k])
-                out[k + 1] = audio
-                self._post_step(k, audio, texts, otok, t0, p0)
+                st = self.live_pre(frames[k])
+                if st.audio is None:
+                    res = self.front_end.step(st.user, st.oracle_token)
+                    st.audio, st.texts = res.audio, list(res.text)
+                out[k + 1] = st.audio
+                self.live_post(st, st.audio, st.texts)
                 await asyncio.sleep(0)  # let back-end callbacks run even when the loop is behind
         finally:
             await self.close()
         return out.reshape(-1)
 
-    # -- live mode (the server) ----------------------------------------------------------------
-    # A live session does not own its frame loop: one ticker steps every live session of a server
+    # -- a step in two halves (the server's ticker, and `run` as a ticker of one session) --------
+    # A session does not own the front-end step: one ticker steps every live session of a server
     # together, so front-end steps can be batched across sessions. The ticker calls `live_pre`
     # with the frame the client sent in time (silence if it sent nothing), steps the front-end
     # itself (batched) unless `live_pre` already produced the output (cascade mode), then calls
-    # `live_post`. The session clock is aligned to the ticker so that step k runs at session
+    # `live_post`. A live session's clock is aligned to the ticker so that step k runs at session
     # time (k + 1) * 80 ms, exactly as in `run`, and lateness means the same thing.
     def start_live(self, t0: float) -> None:
         """Begin live input; `t0` is the `time.perf_counter()` instant that is session time 0."""
         self.clock.start_at(t0)  # the session clock follows the server's ticker
         self.timeline.meta["pace"] = "live"
-        self._live_k = 0
         self._begin()
 
     def live_pre(self, frame: np.ndarray) -> LiveStep:
         """First half of the next live step. `step.audio` is set when the output is already known
         (cascade mode); otherwise step the front-end with `step.user` and `step.oracle_token`."""
-        k = self._live_k
+        k = self._next_k
         t0, p0 = self._pre_step(k, frame)
         if self.cascade is not None:
             audio, texts = self.cascade.step()
@@ -357,7 +353,7 @@ class Session:
     def live_post(self, step: LiveStep, audio: np.ndarray, texts: list[str]) -> None:
         """Second half: record the step's output. The caller plays `audio` in the next frame."""
         self._post_step(step.k, audio, texts, step.oracle_token, step.t0, step.p0)
-        self._live_k = step.k + 1
+        self._next_k = step.k + 1
 
     async def close(self) -> None:
         if self._unsubscribe is not None:

@@ -76,7 +76,7 @@ def test_pool_steps_sessions_like_separate_front_ends_with_the_copy_pointer_stat
             fe.step(users[i], o[i])
         pool.step_many([a, b], users, o)  # packed: the leading rows, in place
     assert list(a.emitted) == list(alone[0].emitted) and list(b.emitted) == list(alone[1].emitted)
-    assert int(pool.state["last_src"][0]) == int(alone[0].state["last_src"][0]) >= 0
+    assert int(pool.cache["last_src"][0]) == int(alone[0].cache["last_src"][0]) >= 0
     for o, users in frames[:10]:  # only the second row: gathered and scattered back
         alone[1].step(users[1], o[1])
         pool.step_many([b], users[1:], o[1:])

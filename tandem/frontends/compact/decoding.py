@@ -1,4 +1,13 @@
-"""How the compact front-end turns its per-frame distribution into a token.
+"""How the compact front-end decides, frame by frame: one state object per session and one step.
+
+`CompactState` holds everything a session's decoding remembers between frames (the way Moshi's
+streaming modules hold theirs): what it has heard of the transcript, its previous token, the
+turn-start chance, the loop guard. `step` runs one frame for any number of sessions: their inputs in
+one batched model call over rows of the model's cache, then each state's decision. The single
+front-end, the server's pool, replay and `tandem evaluate` all decode through it, so they share one
+copy of the rules.
+
+How a distribution becomes a token:
 
 Greedy decoding, except for the moment a reply starts. Greedy decoding speaks only in a frame where
 speaking is the single most likely outcome, so a model that spreads its wish to reply over several
@@ -12,12 +21,20 @@ whenever the user speaks again, so pauses inside a turn start from zero.
 """
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
 import torch
 
-from .tokenizer import END
+from ...frontend import speaking
+from .model import CompactLM
+from .streams import UserTokenQueue, vad_bucket
+from .tokenizer import END, PAD
 
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
-VOICE = 0.5  # voice-activity probability above which the user counts as speaking
+RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
+MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
 
 
 class TurnStart:
@@ -32,7 +49,7 @@ class TurnStart:
     def choose(self, logp: torch.Tensor, vad_prob: float) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say."""
         tok = int(torch.argmax(logp))
-        if vad_prob > VOICE:
+        if speaking(vad_prob):
             self.armed, self.chance = True, 0.0
             return tok
         if tok > END:
@@ -46,3 +63,92 @@ class TurnStart:
             return tok
         self.reset()
         return int(torch.argmax(logp[END + 1:])) + END + 1
+
+
+def completes_a_loop(said: list[int], tok: int) -> bool:
+    """Would `tok` make the response end in the same block said three times over (four for a single
+    token: "1000" is three zeros)? Greedy copying that loses its place in the oracle repeats itself
+    ("yen (JPY) yen (JPY) yen (JPY)", "int int int"); a speaker would stop instead."""
+    seq = said[-3 * MAX_LOOP_BLOCK:] + [tok]
+    for k in range(1, MAX_LOOP_BLOCK + 1):
+        reps = 4 if k == 1 else 3
+        if len(seq) < k * reps:
+            break
+        block = seq[-k:]
+        if all(seq[-(i + 1) * k: len(seq) - i * k] == block for i in range(1, reps)):
+            return True
+    return False
+
+
+@dataclass
+class CompactState:
+    """One session's decoding state. Made by `new` (a fresh session) and advanced only by `decide`."""
+    user_q: UserTokenQueue  # the transcript as heard, turned into the user token stream
+    prev: int = PAD  # the token chosen last frame, fed back as this frame's input
+    turn_start: TurnStart = field(default_factory=TurnStart)
+    quiet_run: int = RESPONSE_GAP_FRAMES  # frames since the last word
+    began_reply: bool = False  # this frame's token began a response
+    said: list[int] = field(default_factory=list)  # the current response's tokens, for the loop check
+    looping: bool = False  # a loop was cut: silence until the model itself chooses silence
+    loops_stopped: int = 0
+    emitted: deque[int] = field(default_factory=lambda: deque(maxlen=4096))  # recent tokens, for inspection
+
+    @classmethod
+    def new(cls, encode: Callable[[str], list[int]]) -> "CompactState":
+        return cls(UserTokenQueue(encode, PAD))
+
+    def hear(self, transcript: str) -> tuple[int, int]:
+        """This frame's two user tokens, from the transcript as the Listener hears it now."""
+        self.user_q.update(transcript)
+        a, b = self.user_q.next(2)
+        return a, b
+
+    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None) -> int:
+        """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
+        `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
+        silent to see whether it recovers), as if the model had chosen it."""
+        tok = self.turn_start.choose(logp, vad_prob) if forced is None else forced
+        self.began_reply = False
+        if tok <= END:
+            self.looping = False  # the model stopped by itself: it may speak again
+        else:
+            if self.quiet_run >= RESPONSE_GAP_FRAMES:
+                self.said = []
+                self.began_reply = True
+            if not self.looping and completes_a_loop(self.said, tok):
+                self.looping = True
+                self.loops_stopped += 1
+            if self.looping:
+                tok = PAD  # fed back as silence, so the model sees that it stopped
+            else:
+                self.said = self.said[-3 * MAX_LOOP_BLOCK:] + [tok]
+        self.prev = tok
+        self.emitted.append(tok)
+        self.quiet_run = self.quiet_run + 1 if tok <= END else 0
+        return tok
+
+
+@dataclass(frozen=True)
+class FrameInput:
+    """What one session gives the model in one frame."""
+    user: tuple[int, int]
+    vad_prob: float
+    oracle: int
+    forced: int | None = None  # see CompactState.decide
+
+
+def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], states: Sequence[CompactState],
+         inputs: Sequence[FrameInput]) -> list[int]:
+    """One frame for each session: `states[i]` with `inputs[i]`, its model state in row `rows[i]` of
+    `cache` (rows not listed are stepped on PAD and must be unused). One batched model call, then each
+    state's decision; returns the tokens."""
+    size = cache["pos"].shape[0]
+    user = torch.full((size, 2), PAD, dtype=torch.long)
+    vad = torch.zeros(size, dtype=torch.long)
+    oracle = torch.full((size,), PAD, dtype=torch.long)
+    prev = torch.full((size,), PAD, dtype=torch.long)
+    for r, st, x in zip(rows, states, inputs):
+        user[r, 0], user[r, 1] = x.user
+        vad[r], oracle[r], prev[r] = vad_bucket(x.vad_prob), x.oracle, st.prev
+    logp = model.step(cache, user, vad, oracle, prev)
+    return [st.decide(logp[r], x.vad_prob, x.forced) for r, st, x in zip(rows, states, inputs)]

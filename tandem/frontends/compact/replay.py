@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
-from ...frontend import UserFrame
+from ...frontend import UserFrame, speaking
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
 from ...timeline import ORACLE_APPEND, ORACLE_END, ORACLE_RESET
 from .frontend import CompactFrontEnd
@@ -131,7 +131,7 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     turn = None
     with torch.inference_mode():
         for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=v > 0.5, transcript=tr), o)
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
             texts += out.text
             if turn is None and inp.speech_end_frame is not None and k >= inp.speech_end_frame \
                     and front_end.prev > END:

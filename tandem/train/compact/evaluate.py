@@ -10,31 +10,28 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...frontends.compact.decoding import TurnStart
+from ...frontends.compact.decoding import CompactState, FrameInput, step
 from ...frontends.compact.model import CompactLM
 from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
 from ...oracle import DEFAULT_POLICY
 from ..synth import make_dialogue
-from .data import DECISION_DELAY, Example, build_compact_example, vad_buckets
+from .data import DECISION_DELAY, Example, build_compact_example
 
 ONSET_FRAMES = 4
 MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent to test a missed turn
 
 
 def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0)) -> np.ndarray:
-    """Decode one example in streaming mode as the front-end does (greedy, with `TurnStart`); returns
-    the output token per frame. Frames in `silent` are forced to PAD, as if the model had chosen
-    silence there."""
-    st = model.new_state(1)
+    """Decode one example in streaming mode through the front-end's own `decoding.step` (greedy, with
+    `TurnStart` and the loop guard); returns the output token per frame. Frames in `silent` are
+    forced to PAD, as if the model had chosen silence there."""
+    cache = model.new_state(1)
+    state = CompactState.new(lambda text: [])  # the example's user stream is already tokenised
     out = np.zeros(len(ex.target), np.int64)
-    prev = PAD
-    vb = vad_buckets(ex.vad)
-    turn_start = TurnStart()
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
-        logp = model.step(st, torch.tensor(ex.user[f][None]), torch.tensor([vb[f]]), torch.tensor([o]), torch.tensor([prev]))
-        prev = PAD if f in silent else turn_start.choose(logp[0], float(ex.vad[f]))
-        out[f] = prev
+        x = FrameInput((int(ex.user[f][0]), int(ex.user[f][1])), float(ex.vad[f]), o, PAD if f in silent else None)
+        out[f] = step(model, cache, [0], [state], [x])[0]
     return out
 
 
