@@ -23,6 +23,18 @@ def _add_llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-model", default=None, help="model name for --llm-url (env TANDEM_LLM_MODEL)")
 
 
+def _llm_delays(text: str) -> list[float]:
+    from .bench_delay import parse_delays  # imported only when the option is given
+
+    return parse_delays(text)
+
+
+def _llm_rate(text: str) -> float:
+    from .bench_delay import parse_rate
+
+    return parse_rate(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tandem", description="Tandem speech-to-speech: a fast front-end fed by a thinking back-end.")
     ap.add_argument("-v", "--verbose", action="store_true", help="log what the back-end does")
@@ -101,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--checkpoint", type=Path, default=None, help="compact front-end checkpoint (default: the shipped one)")
     b.add_argument("--llm-load", action="store_true",
                    help="keep a second embedded LLM generating during the runs (Listener under load)")
+    b.add_argument("--llm-delay", type=_llm_delays, default=None, metavar="S[,S...]",
+                   help="run the modes at each of these LLM delays (s before the first token, e.g. 0,0.5,1,2) "
+                        "through a loopback proxy in front of the LLM: a stand-in for a bigger, slower model")
+    b.add_argument("--llm-rate", type=_llm_rate, default=None, metavar="TOK_PER_S",
+                   help="with --llm-delay: also pace the LLM's tokens after the first to this rate")
     _add_llm_args(b)
     add_moshi_args(b)
 
@@ -179,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
 
             export_moshi_env(args)  # bench builds its front-ends by name only; the moshi factory reads these
 
+            if args.llm_delay is not None:
+                from .bench_delay import run_delay_bench
+
+                return run_delay_bench(args)
+            if args.llm_rate is not None:
+                raise TandemError("--llm-rate paces the LLM of an --llm-delay run: give --llm-delay too (0 for none)")
             return run_bench(args)
         if args.cmd == "serve":
             return _cmd_serve(args)

@@ -156,11 +156,14 @@ class DelayProxy:
                         released += 1
                     await resp.write(line)
                 finished = True
+            except ConnectionResetError:
+                pass  # the client left between two writes: nothing to report to anyone
             finally:
                 if not finished:
                     # the client left (cancelled handler or a failed write): drop the upstream
                     # connection, not back into the pool, so the server stops generating
                     self.cut_short += 1
                     up.close()
-            await resp.write_eof()
+            if finished:
+                await resp.write_eof()
             return resp
