@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .audio import InputAudio, write_mono
-from .bench import MemorySampler, load_questions, plot_latencies, score_run, summarize_runs, write_summary_md
+from .bench import MemorySampler, Question, load_questions, plot_latencies, score_run, summarize_runs, write_summary_md
 from .errors import TandemError
 from .llm.delay_proxy import DelayProxy
 from .oracle import make_policy
@@ -230,7 +230,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_run(stack: Stack, user: np.ndarray, in_wav: Path, q: Any, mode: str, delay_s: float, rate: float | None,
+def _one_run(stack: Stack, user: np.ndarray, in_wav: Path, q: Question, mode: str, delay_s: float, rate: float | None,
              policy: str, front_end: str, fe_kwargs: dict[str, Any], out: Path, transcriber: Transcriber) -> dict[str, Any]:
     stem = f"{q.id}.{mode}.d{delay_s:g}"
     rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "variant": cell(mode, delay_s), "llm_delay_s": delay_s,
