@@ -59,6 +59,21 @@ class Part(Protocol):
         ...
 
 
+class ProcessPart:
+    """`alive`, `exit_code` and `pid` of a part whose child is a multiprocessing `Process` in `_proc`."""
+    _proc: Any
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def exit_code(self) -> int | None:
+        return self._proc.exitcode
+
+
 @dataclass
 class PartState:
     name: str

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..children import describe_exit
+from ..children import ProcessPart, describe_exit
 from ..errors import BackendUnavailable
 from .vad import SAMPLE_RATE
 from .worker import IN_RATE, ListenerConfig, run_worker
@@ -33,7 +33,7 @@ EventCallback = Callable[[dict[str, Any]], None]
 FEED_LIMIT = 1500
 
 
-class ListenerProcess:
+class ListenerProcess(ProcessPart):
     name = "Listener"
 
     def __init__(self, config: ListenerConfig = ListenerConfig(), feed_limit: int = FEED_LIMIT,
@@ -58,10 +58,6 @@ class ListenerProcess:
         proc = self._ctx.Process(target=run_worker, args=(inbox, outbox, self.config), name="tandem-listener",
                                  daemon=True)
         return inbox, outbox, proc
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid
 
     def _wait_ready(self, proc, outbox) -> None:  # noqa: ANN001
         deadline = time.monotonic() + self.start_timeout_s
@@ -152,12 +148,6 @@ class ListenerProcess:
                 log.error("Listener: %s", msg.get("error"))
 
     # -- supervision (tandem.children.Part) --------------------------------------------------------
-    def alive(self) -> bool:
-        return self._proc.is_alive()
-
-    def exit_code(self) -> int | None:
-        return self._proc.exitcode
-
     def restart(self) -> None:
         if self._closed:
             raise BackendUnavailable("the Listener was stopped")

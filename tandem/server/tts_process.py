@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..children import describe_exit
+from ..children import ProcessPart, describe_exit
 from ..errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def _worker(conn, voice: str, threads: int) -> None:  # noqa: ANN001
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
-class ProcessTTS:
+class ProcessTTS(ProcessPart):
     """A TTS (`synthesize(text) -> float32 audio`) whose engine runs in a child process.
 
     Requests are served one at a time and each waits at most `timeout_s` (plus a little per
@@ -96,10 +96,6 @@ class ProcessTTS:
         self.sample_rate = int(value)
         return conn, proc
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid
-
     def synthesize(self, text: str) -> np.ndarray:
         with self._lock:
             if not self._proc.is_alive():
@@ -124,12 +120,6 @@ class ProcessTTS:
         return value
 
     # -- supervision (tandem.children.Part) --------------------------------------------------------
-    def alive(self) -> bool:
-        return self._proc.is_alive()
-
-    def exit_code(self) -> int | None:
-        return self._proc.exitcode
-
     def restart(self) -> None:
         if self._closed:
             raise BackendUnavailable("the voice was stopped")
