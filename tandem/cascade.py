@@ -13,6 +13,7 @@ import numpy as np
 
 from . import timeline as tl
 from .conversation import Conversation
+from .frontend import BARGE_IN_FRAMES
 from .llm.client import ChatClient, LLMError
 from .llm.prompt import cascade_messages
 from .tts import Voicer
@@ -56,6 +57,8 @@ class CascadeResponder:
         self.max_tokens = max_tokens
         self._task: asyncio.Task | None = None
         self._ids = 0
+        self._user_run = 0  # consecutive frames of user speech
+        self._barged = 0  # the reply (stream id) last stopped by barge-in: one stop per reply
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0}
 
     @property
@@ -113,8 +116,28 @@ class CascadeResponder:
         self.timeline.add(tl.TTS_START, text=sentence)
         self.voicer.say(sentence)
 
-    def step(self) -> tuple[np.ndarray, list[str]]:
+    def step(self, user_speaking: bool = False) -> tuple[np.ndarray, list[str]]:
+        """The next frame of the reply. `user_speaking`: the user speaks in this frame
+        (`frontend.speaking`, as the tandem's front-end hears it). Talking over the reply for
+        BARGE_IN_FRAMES frames stops it, as the compact front-end's Mouth does, so both modes meet
+        an interruption on equal terms: the voice's queue is dropped at once and the LLM stream
+        cancelled; the user's next final starts a new answer as usual."""
+        self._user_run = self._user_run + 1 if user_speaking else 0
+        if (self._user_run >= BARGE_IN_FRAMES and self._barged != self._ids
+                and (self.in_flight or self.voicer.busy)):
+            self._barge_in()
         return self.voicer.pull()
+
+    def _barge_in(self) -> None:
+        self._barged = self._ids
+        cancelled = self.in_flight
+        if cancelled:
+            self._task.cancel()
+            self.stats["cancels"] += 1
+            self.timeline.add(tl.LLM_CANCEL, stream=self._ids, reason="barge-in")
+        cut = self.voicer.clear()
+        self.timeline.add(tl.BARGE_IN, stream=self._ids, llm_cancelled=cancelled,
+                          cut=cut.text if cut else None, heard=round(cut.heard, 3) if cut else None)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():

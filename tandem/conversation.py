@@ -28,7 +28,25 @@ class Conversation:
 
     def on_assistant(self, text: str) -> None:
         if text.strip():
-            self._append("assistant", text)
+            self._append("assistant", " ".join(text.split()))  # one spacing, so `unsay` finds the piece
+
+    def unsay(self, text: str, heard: float) -> str:
+        """The assistant's voice was cut after `heard` (0..1) of the piece `text`: keep only the words
+        heard in full (a share of the words as large as the share of audio played, rounded down, so
+        a word cut half-way counts as unsaid) in the last assistant turn. Returns what was removed."""
+        i = next((j for j in range(len(self.turns) - 1, -1, -1) if self.turns[j][0] == "assistant"), None)
+        piece = " ".join(text.split())
+        turn = self.turns[i][1] if i is not None else ""
+        if not piece or not turn.endswith(piece) or turn[: len(turn) - len(piece)][-1:] not in ("", " "):
+            return ""
+        words = piece.split()
+        keep = words[: int(len(words) * max(0.0, min(1.0, heard)))]
+        said = (turn[: len(turn) - len(piece)] + " ".join(keep)).strip()
+        if said:
+            self.turns[i] = ("assistant", said)
+        else:
+            del self.turns[i]
+        return " ".join(words[len(keep):])
 
     def current_user_text(self) -> str:
         """The user's current turn: its finals plus the live partial."""

@@ -24,6 +24,7 @@ class Tokenizer(Protocol):
 
 
 VOICE_THRESHOLD = 0.5  # the voice-activity probability above which the user counts as speaking
+BARGE_IN_FRAMES = 3  # user speech this long while the assistant talks stops the assistant (every mode)
 
 
 def speaking(vad_prob: float) -> bool:

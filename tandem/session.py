@@ -29,7 +29,7 @@ from .children import Supervisor
 from .clock import SessionClock
 from .conversation import Conversation
 from .errors import FrontEndUnavailable
-from .frontend import FrontEnd, UserFrame
+from .frontend import FrontEnd, UserFrame, speaking
 from .listener.process import ListenerProcess
 from .llm.client import ChatClient
 from .oracle import OraclePolicy, OracleStream
@@ -288,6 +288,7 @@ class Session:
     def _post_step(self, k: int, audio: np.ndarray, texts: list[str], otok: int, t0: float, p0: float) -> None:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
+        self._forget_unheard(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
             self.conv.on_assistant(text)
@@ -299,6 +300,16 @@ class Session:
             self._silent_frames += 1
         step_ms = (time.perf_counter() - p0) * 1e3
         self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts), self.vad_prob)
+
+    def _forget_unheard(self, t: float) -> None:
+        """A voiced piece cut part-way (barge-in) was recorded as said when its audio started: keep
+        only its words that were heard, so the next prompt does not tell the LLM it said the rest."""
+        voicer = self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
+        if voicer is None or not hasattr(voicer, "take_cuts"):
+            return
+        for cut in voicer.take_cuts():
+            unsaid = self.conv.unsay(cut.text, cut.heard)
+            self.timeline.add(tl.ASSISTANT_CUT, t=t, text=cut.text, heard=round(cut.heard, 3), unsaid=unsaid)
 
     async def run(self, frames: np.ndarray) -> np.ndarray:
         """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio.
@@ -346,7 +357,7 @@ class Session:
         k = self._next_k
         t0, p0 = self._pre_step(k, frame)
         if self.cascade is not None:
-            audio, texts = self.cascade.step()
+            audio, texts = self.cascade.step(self.in_speech and speaking(self.vad_prob))
             return LiveStep(k, t0, p0, -1, None, audio, texts)
         return LiveStep(k, t0, p0, self._oracle_token(k), self._user_frame(frame))
 

@@ -31,6 +31,8 @@ TTS_START = "tts_start"
 TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
+ASSISTANT_CUT = "assistant_cut"  # a voiced piece cut part-way (barge-in): what was heard, what was not
+BARGE_IN = "barge_in"  # the cascade stopped its reply because the user talked over it
 ERROR = "error"
 FAULT = "fault"  # a back-end process died, was restarted, or is down (part, action, error)
 

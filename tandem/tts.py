@@ -70,6 +70,13 @@ PHRASE_TAIL_S = 0.04  # kept after a segment that ends mid-sentence
 SENTENCE_TAIL_S = 0.2  # kept after a segment that ends a sentence
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A segment whose playback `clear()` stopped part-way: its text and the share of its audio heard."""
+    text: str
+    heard: float
+
+
 @dataclass
 class _Segment:
     text: str
@@ -87,6 +94,7 @@ class Voicer:
         self.dropped = 0  # segments refused because MAX_WAITING were already waiting
         self._ready: deque[_Segment] = deque()
         self._generation = 0  # bumped by clear(); stale syntheses are thrown away
+        self.cuts: list[Cut] = []  # segments cut mid-playback, until the session takes them (take_cuts)
         self._pending = 0
         self._lock = threading.Lock()
         self.on_ready = on_ready
@@ -108,10 +116,24 @@ class Voicer:
                 gen = self._generation
             self._todo.put((gen, text.strip()))
 
-    def clear(self) -> None:
+    def clear(self) -> Cut | None:
+        """Drop everything not yet played. A segment already started (its text reported by `pull` as
+        said) is cut part-way: that is recorded in `cuts`, so the dialogue history can keep only
+        what was heard."""
         with self._lock:
             self._generation += 1
+            cut = None
+            if self._ready and self._ready[0].announced and self._ready[0].pos < len(self._ready[0].audio):
+                seg = self._ready[0]
+                cut = Cut(seg.text, seg.pos / len(seg.audio))
+                self.cuts.append(cut)
             self._ready.clear()
+            return cut
+
+    def take_cuts(self) -> list[Cut]:
+        with self._lock:
+            cuts, self.cuts = self.cuts, []
+            return cuts
 
     @property
     def busy(self) -> bool:

@@ -106,9 +106,11 @@ class FakeOpenAIServer:
 class FakeListener:
     """Replays scripted Listener messages when the fed audio passes their audio time."""
 
-    def __init__(self, script: list[tuple[float, dict[str, Any]]] | None = None, in_speech_until: float = 0.0) -> None:
+    def __init__(self, script: list[tuple[float, dict[str, Any]]] | None = None, in_speech_until: float = 0.0,
+                 speech: list[tuple[float, float]] | None = None) -> None:
         self.script = sorted(script or [], key=lambda x: x[0])
         self.in_speech_until = in_speech_until
+        self.speech = list(speech or [])  # more (start, end) audio-time spans of user speech, e.g. over a reply
         self.fed_s = 0.0
         self.callbacks: dict[str, Any] = {}
         self.closed: list[str] = []
@@ -122,8 +124,9 @@ class FakeListener:
         while self.script and self.script[0][0] <= self.fed_s:
             _, msg = self.script.pop(0)
             cb({"sid": sid, **msg})
-        cb({"sid": sid, "kind": "progress", "audio_s": self.fed_s, "vad_prob": 0.9 if self.fed_s < self.in_speech_until else 0.0,
-            "in_speech": self.fed_s < self.in_speech_until, "busy": False})
+        talking = self.fed_s < self.in_speech_until or any(a <= self.fed_s < b for a, b in self.speech)
+        cb({"sid": sid, "kind": "progress", "audio_s": self.fed_s, "vad_prob": 0.9 if talking else 0.0,
+            "in_speech": talking, "busy": False})
 
     def close(self, sid: str) -> None:
         self.closed.append(sid)
@@ -199,7 +202,17 @@ class FakeTTS:
         return (0.3 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
 
 
-__all__ = ["FRAME_S", "FakeOpenAIServer", "FakeLLMBehaviour", "FakeListener", "FakeFrontEnd", "FakeTTS", "FakeTokenizer"]
+class WordTTS:
+    """A steady level for 0.25 s per word: how many words were heard is how long the voice was loud."""
+
+    sample_rate = 24000
+    WORD_S = 0.25
+
+    def synthesize(self, text: str) -> np.ndarray:
+        return np.full(int(self.WORD_S * 24000) * len(text.split()), 0.3, np.float32)
+
+
+__all__ = ["FRAME_S", "WordTTS", "FakeOpenAIServer", "FakeLLMBehaviour", "FakeListener", "FakeFrontEnd", "FakeTTS", "FakeTokenizer"]
 
 
 async def until(condition, timeout_s: float = 5.0) -> None:

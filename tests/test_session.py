@@ -28,10 +28,10 @@ def frames(secs: float) -> np.ndarray:
     return np.zeros((n, FRAME_SAMPLES), np.float32)
 
 
-async def run(mode, srv_url, secs=4.0, fe=None, tts=None, pace="realtime", script=QUESTION):
+async def run(mode, srv_url, secs=4.0, fe=None, tts=None, pace="realtime", script=QUESTION, speech_until=1.7):
     client = ChatClient(LLMConfig(url=srv_url, model="m")) if srv_url else None
     voicer = Voicer(tts) if tts else None
-    sess = Session(SessionConfig(mode=mode, pace=pace), FakeListener(list(script), in_speech_until=1.7), client,
+    sess = Session(SessionConfig(mode=mode, pace=pace), FakeListener(list(script), in_speech_until=speech_until), client,
                    voicer=voicer, front_end=fe)
     t0 = time.perf_counter()
     out = await sess.run(frames(secs))
@@ -111,7 +111,9 @@ async def test_cascade_with_llm_erroring_midstream_speaks_what_it_had_and_says_s
 async def test_fast_pace_skips_idle_time_but_not_backend_time():
     script = [(0.3, {"kind": "final", "text": "hello there friend", "audio_start_s": 0.0, "audio_s": 0.3})]
     with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=0.5)) as srv:
-        sess, out, wall = await run("cascade", srv.url, secs=8.0, tts=FakeTTS(), pace="fast", script=script)
+        # the user's speech ends with its final: speech going on over the reply would stop it (barge-in)
+        sess, out, wall = await run("cascade", srv.url, secs=8.0, tts=FakeTTS(), pace="fast", script=script,
+                                    speech_until=0.3)
     assert wall < 4.0, "8 s of mostly idle audio must run faster than real time"
     ttft = sess.timeline.of_kind(tl.LLM_FIRST_TOKEN)[0]["ttft_s"]
     assert ttft >= 0.5, "back-end latency stays real on the session clock"

@@ -19,14 +19,13 @@ import torch
 
 from ...audio import FRAME_SAMPLES, SAMPLE_RATE
 from ...errors import FrontEndUnavailable
-from ...frontend import FrontEndOutput, UserFrame, speaking
+from ...frontend import BARGE_IN_FRAMES, FrontEndOutput, UserFrame, speaking
 from ...tts import TTS, Voicer
 from .decoding import MAX_LOOP_BLOCK, CompactState, FrameInput, completes_a_loop, step
 from .tokenizer import END
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "assets" / "compact.pt"
 REFILL_S = 0.25  # hand the voice more text when less than this much audio is left
-BARGE_IN_FRAMES = 3  # user speech this long while the assistant talks stops the assistant
 
 
 @lru_cache(maxsize=4)

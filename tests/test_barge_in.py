@@ -1,0 +1,178 @@
+"""Barge-in in both modes, and what the dialogue history keeps of a reply the user talked over.
+
+The user asks, the assistant answers at length, the user talks over the answer from 3.5 s to 5.0 s
+and asks something else (final at 5.5 s). The voice is `WordTTS` (0.25 s of steady level per word),
+so the words heard are exactly the loud samples over 6000.
+"""
+import numpy as np
+import pytest
+
+from fakes import FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTokenizer, WordTTS
+from tandem import timeline as tl
+from tandem.audio import FRAME_SAMPLES
+from tandem.conversation import Conversation
+from tandem.frontend import FrontEndOutput, UserFrame
+from tandem.frontends.compact.frontend import Mouth
+from tandem.frontends.compact.tokenizer import END, PAD, START
+from tandem.llm.client import ChatClient, LLMConfig
+from tandem.oracle import make_policy
+from tandem.session import Session, SessionConfig
+from tandem.tts import Cut, Voicer
+
+OVER_S, OVER_END_S, NEXT_FINAL_S = 3.5, 5.0, 5.5
+SCRIPT = [
+    (2.0, {"kind": "final", "text": "tell me about France", "audio_start_s": 0.2, "audio_s": 1.7}),
+    (NEXT_FINAL_S, {"kind": "final", "text": "what is the capital of Spain", "audio_start_s": OVER_S,
+                    "audio_s": OVER_END_S}),
+]
+LONG = [f" word{i}" + ("." if i % 4 == 3 else "") for i in range(40)]  # ten 4-word sentences
+WORDS = [w.strip() for w in LONG]
+
+
+class _ByRequest(FakeOpenAIServer):
+    """A request about France gets the long answer (slowly: still streaming at the barge-in), the
+    next question a short one."""
+
+    def __init__(self, long: list[str] = LONG, delay_s: float = 0.1) -> None:
+        super().__init__(FakeLLMBehaviour())
+        self.long, self.delay_s = long, delay_s
+
+    async def _chat(self, request):
+        first = "Spain" not in str(await request.json())
+        self.behaviour.tokens = self.long if first else ["Madrid", " is", " the", " capital."]
+        self.behaviour.token_delay_s = self.delay_s if first else 0.0
+        return await super()._chat(request)
+
+
+def frames(secs: float) -> np.ndarray:
+    return np.zeros((int(secs / 0.08), FRAME_SAMPLES), np.float32)
+
+
+def listener() -> FakeListener:
+    return FakeListener(list(SCRIPT), in_speech_until=1.7, speech=[(OVER_S, OVER_END_S)])
+
+
+def loud(out: np.ndarray, a: float, b: float) -> int:
+    return int(np.sum(np.abs(out[int(a * 24000): int(b * 24000)]) > 0.01))
+
+
+def assistant_line(prompt: str) -> str:
+    lines = [ln[len("assistant: "):] for ln in prompt.splitlines() if ln.startswith("assistant: ")]
+    assert len(lines) == 1, prompt
+    return lines[0]
+
+
+def heard_words(out: np.ndarray) -> list[str]:
+    return WORDS[: loud(out, 0, NEXT_FINAL_S) // int(WordTTS.WORD_S * 24000)]
+
+
+async def test_cascade_stops_at_once_when_talked_over_and_answers_the_next_question():
+    with _ByRequest() as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m"))
+        voicer = Voicer(WordTTS())
+        sess = Session(SessionConfig(mode="cascade"), listener(), client, voicer=voicer)
+        out = await sess.run(frames(8.0))
+        voicer.close()
+        await client.aclose()
+    assert loud(out, 2.0, OVER_S) > 0.5 * 24000, "the reply was playing when the user cut in"
+    assert loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0, "silent within 0.5 s of the user's onset"
+    assert loud(out, NEXT_FINAL_S, 8.0) > 0, "the next question is answered"
+    barge = sess.timeline.of_kind(tl.BARGE_IN)
+    assert len(barge) == 1 and barge[0]["llm_cancelled"] and OVER_S < barge[0]["t"] < OVER_S + 0.5
+    assert [e["reason"] for e in sess.timeline.of_kind(tl.LLM_CANCEL)] == ["barge-in"]
+    assert srv.tokens_sent < len(LONG) + 4, "the first answer's stream was cut off"
+    # the next prompt holds only what was voiced: the sentences heard and the heard part of the cut one
+    msgs = srv.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    said = heard_words(out)
+    assert 4 <= len(said) < len(WORDS)
+    assert msgs[2]["content"] == " ".join(said)
+    assert sess.timeline.of_kind(tl.ASSISTANT_CUT), "the cut sentence is on the timeline"
+    assert "Madrid" in " ".join(e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT))
+
+
+class MouthFrontEnd:
+    """The compact front-end's real Mouth (grouping, voice, barge-in) speaking the oracle's words as
+    if the model had chosen them: the tandem's voice side without the model."""
+
+    name = "mouth"
+
+    def __init__(self) -> None:
+        self.tokenizer = FakeTokenizer()
+        self.tokenizer.start_id, self.tokenizer.pad_id = START, PAD
+        self.tokenizer.vocab = {}
+        base_encode = self.tokenizer.encode
+        self.tokenizer.encode = lambda text: [i + END for i in base_encode(text)]  # ids above END
+        base_decode = self.tokenizer.decode
+        self.tokenizer.decode = lambda ids: base_decode([i - END for i in ids])
+        self.tokenizer.starts_word = lambda i: i > END
+        self.mouth = Mouth(self.tokenizer, frozenset(), WordTTS())
+        self.began = False
+
+    @property
+    def voicer(self) -> Voicer | None:
+        return self.mouth.voicer
+
+    def reset(self) -> None:
+        self.mouth.reset()
+
+    def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
+        tok = oracle_token if oracle_token > END else PAD
+        began = tok > END and not self.began
+        self.began |= began
+        return self.mouth.say(tok, began, user)
+
+    def step_batch(self, users, tokens):
+        return [self.step(u, t) for u, t in zip(users, tokens)]
+
+
+async def test_tandem_history_after_a_barge_in_holds_only_what_was_voiced():
+    # 16 words, all fed (one a frame) before the user cuts in: what follows the barge-in is never voiced
+    with _ByRequest(LONG[:16], delay_s=0.0) as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m"))
+        fe = MouthFrontEnd()
+        sess = Session(SessionConfig(mode="tandem"), listener(), client, front_end=fe,
+                       oracle_policy=make_policy("prefix"))
+        out = await sess.run(frames(7.0))
+        fe.mouth.close()
+        await client.aclose()
+    assert loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0, "the Mouth's barge-in silenced the voice"
+    prompts = [r["body"]["messages"][-1]["content"] for r in srv.requests if "Spain" in str(r["body"])]
+    assert prompts, "the next question went to the LLM"
+    said = heard_words(out)
+    assert 2 <= len(said) < 16
+    assert assistant_line(prompts[0]) == " ".join(said)
+
+
+def test_unsay_keeps_the_words_heard_in_full():
+    c = Conversation()
+    c.on_final("tell me")
+    c.on_assistant("The first sentence.")
+    c.on_assistant("One two three four.")
+    assert c.unsay("One two three four.", 0.6) == "three four."
+    assert c.turns[-1] == ("assistant", "The first sentence. One two")
+    c.on_final("stop")  # a later user turn: the cut still applies to the assistant's turn before it
+    c.on_assistant("Alpha beta.")
+    c2 = Conversation([("user", "q"), ("assistant", "Alpha beta.")])
+    assert c2.unsay("Alpha beta.", 0.2) == "Alpha beta." and c2.turns == [("user", "q")], "nothing heard: no turn"
+    assert c.unsay("not there", 0.5) == "" and c.turns[-1] == ("assistant", "Alpha beta.")
+    assert c.unsay("beta.", 0.0) == "beta.", "a whole-word suffix"
+    assert c.unsay("a.", 0.0) == "", "never part of a word"
+
+
+def test_voicer_clear_reports_the_segment_cut_part_way():
+    v = Voicer(WordTTS())
+    try:
+        v.say("one two three four")
+        import time
+
+        deadline = time.time() + 5
+        while v.synthesizing and time.time() < deadline:
+            time.sleep(0.01)
+        _, started = v.pull(6000)
+        assert started == ["one two three four"]
+        assert v.clear() == Cut("one two three four", pytest.approx(0.25))
+        assert v.take_cuts() == [Cut("one two three four", 0.25)] and v.take_cuts() == []
+        assert v.clear() is None, "nothing playing: nothing cut"
+    finally:
+        v.close()
