@@ -224,6 +224,10 @@ def plot_latencies(path: Path, runs: list[dict[str, Any]]) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "dialogues", None) is not None:  # multi-turn dialogues: their own runner and measures
+        from .bench_dialogues import run_dialogue_bench
+
+        return run_dialogue_bench(args)
     from tqdm import tqdm
 
     from .voices import speak

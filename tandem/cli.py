@@ -98,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="feed the recorded oracle text with this policy (default: the one each timeline recorded)")
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
 
-    b = sub.add_parser("bench", help="spoken questions through the modes, with latency figures")
-    b.add_argument("--questions", type=Path, required=True, help="JSONL with id, question, answers")
+    b = sub.add_parser("bench", help="spoken questions (or dialogues) through the modes, with latency figures")
+    what = b.add_mutually_exclusive_group(required=True)
+    what.add_argument("--questions", type=Path, help="JSONL with id, question, answers")
+    what.add_argument("--dialogues", type=Path,
+                      help="JSONL with id, kind (followup, interrupt, backchannel), turns of say, answers and "
+                           "talk_over_s: each dialogue as one track, its last turn scored (docs/BENCHMARKS.md)")
     b.add_argument("--modes", default="cascade", help="comma-separated modes")
     b.add_argument("--out", type=Path, required=True, help="output directory")
     b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
