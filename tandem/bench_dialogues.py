@@ -236,7 +236,9 @@ def summarize_dialogues(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
                 m.update({"yielded_within_0.5s": _count(rs, "yielded"),
                           "yielded_and_answered": _count(rs, "yielded_and_answered"),
                           "yield_s_median": _median(ys), "yield_s_max": max(ys) if ys else None,
-                          "never_yielded": sum(1 for r in ok if r.get("yield_s") is None)})
+                          "never_yielded": sum(1 for r in ok if r.get("yield_s") is None),
+                          # a reply that had not begun, or had ended, when the user cut in yields in 0 s
+                          "talking_at_onset": _count(rs, "talking_at_onset")})
             if kind == "backchannel":
                 m.update({"talked_through": _count(rs, "talked_through"),
                           "talking_at_onset": _count(rs, "talking_at_onset")})
