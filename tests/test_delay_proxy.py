@@ -30,11 +30,11 @@ async def test_the_first_token_waits_delay_s_and_not_much_more():
     with FakeOpenAIServer() as fake, DelayProxy(fake.url, delay_s=0.6) as proxy:
         times, text = await timed_stream(proxy.url)
         assert text == "The answer is Paris."
-        assert 0.6 <= times[0] < 0.6 + 0.25
-        assert times[-1] - times[0] < 0.2  # no rate: the rest follows at the upstream's pace
+        assert 0.6 <= times[0] < 0.6 + 0.3
+        assert times[-1] - times[0] < 0.3  # no rate: the rest follows at the upstream's pace
         proxy.set(0.0)
         times, _ = await timed_stream(proxy.url)
-        assert times[0] < 0.2  # the delay is read per request
+        assert times[0] < 0.3  # the delay is read per request
     assert fake.completed == 2 and proxy.cut_short == 0
 
 

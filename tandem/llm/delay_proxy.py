@@ -141,11 +141,11 @@ class DelayProxy:
                 return web.Response(status=up.status, body=await up.read(), headers={"Content-Type": ctype})
             self.streams += 1
             resp = web.StreamResponse(headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
-            await resp.prepare(request)
             released = 0  # content chunks sent on
             first_at = arrived
             finished = False
             try:
+                await resp.prepare(request)
                 async for line in up.content:  # one SSE line at a time
                     if has_content(line):
                         due = arrived + delay_s if released == 0 else (first_at + released / rate if rate else 0.0)
@@ -156,14 +156,13 @@ class DelayProxy:
                         released += 1
                     await resp.write(line)
                 finished = True
+                await resp.write_eof()
             except ConnectionResetError:
-                pass  # the client left between two writes: nothing to report to anyone
+                pass  # the client left before, between or after the writes: nothing to report to anyone
             finally:
                 if not finished:
                     # the client left (cancelled handler or a failed write): drop the upstream
                     # connection, not back into the pool, so the server stops generating
                     self.cut_short += 1
                     up.close()
-            if finished:
-                await resp.write_eof()
             return resp
