@@ -154,6 +154,8 @@ def plot_delays(path: Path, rows: list[dict[str, Any]], modes: list[str]) -> Non
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], str]:
+    if getattr(args, "dialogues", None) is not None:
+        raise TandemError("--llm-delay runs spoken questions (--questions), not --dialogues")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in ("tandem", "frontend", "cascade"):

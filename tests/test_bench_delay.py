@@ -166,3 +166,10 @@ class _NoSampler:
 
     def __exit__(self, *exc):
         pass
+
+
+def test_dialogues_with_llm_delays_are_refused(capsys):
+    from tandem.cli import main
+
+    assert main(["bench", "--dialogues", "d.jsonl", "--out", "o", "--llm-delay", "0,1"]) == 2
+    assert "--llm-delay runs spoken questions" in capsys.readouterr().err
