@@ -11,6 +11,7 @@ from .listener.worker import word_count
 class Conversation:
     turns: list[tuple[str, str]] = field(default_factory=list)  # ("user" | "assistant", text)
     partial: str = ""
+    _turn_at: int | None = field(default=None, repr=False)  # where the user's turn began, while only partials
 
     def _append(self, role: str, text: str) -> None:
         if self.turns and self.turns[-1][0] == role:
@@ -19,16 +20,35 @@ class Conversation:
             self.turns.append((role, text.strip()))
 
     def on_partial(self, text: str) -> None:
+        if text.strip() and self._turn_at is None:
+            self._turn_at = len(self.turns)
         self.partial = text
 
     def on_final(self, text: str) -> None:
         self.partial = ""
-        if text.strip():
+        at, self._turn_at = self._turn_at, None
+        if not text.strip():
+            return
+        if at is not None and at < len(self.turns):
+            # the assistant began its reply (tandem mode) before this final arrived: the user's turn
+            # goes before it, as it was spoken, or the history would end on the user's question
+            # and show the reply's first words before it
+            if at > 0 and self.turns[at - 1][0] == "user":
+                self.turns[at - 1] = ("user", (self.turns[at - 1][1] + " " + text).strip())
+            else:
+                self.turns.insert(at, ("user", text.strip()))
+        else:
             self._append("user", text)
 
     def on_assistant(self, text: str) -> None:
-        if text.strip():
-            self._append("assistant", " ".join(text.split()))  # one spacing, so `unsay` finds the piece
+        if not text.strip():
+            return
+        text = " ".join(text.split())  # one spacing, so `unsay` finds the piece
+        if self._turn_at is not None and self._turn_at == len(self.turns) and self.turns \
+                and self.turns[-1][0] == "assistant":
+            self.turns.append(("assistant", text))  # a new reply, begun before the user's final: not the last one's tail
+        else:
+            self._append("assistant", text)
 
     def unsay(self, text: str, heard: float) -> str:
         """The assistant's voice was cut after `heard` (0..1) of the piece `text`: keep only the words

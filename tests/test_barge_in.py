@@ -176,3 +176,21 @@ def test_voicer_clear_reports_the_segment_cut_part_way():
         assert v.clear() is None, "nothing playing: nothing cut"
     finally:
         v.close()
+
+
+def test_a_reply_begun_before_the_final_comes_after_the_users_turn():
+    """Tandem mode speaks before the final transcript exists: the history keeps the spoken order."""
+    c = Conversation()
+    c.on_partial("who painted")
+    c.on_assistant("The")
+    c.on_final("who painted the Mona Lisa")
+    c.on_assistant("Mona Lisa was painted by Leonardo.")
+    assert c.turns == [("user", "who painted the Mona Lisa"), ("assistant", "The Mona Lisa was painted by Leonardo.")]
+    c.on_partial("and who")
+    c.on_assistant("Hmm,")  # after the first reply, before the follow-up's final: a new reply
+    c.on_final("and who painted Starry Night")
+    assert c.turns[1:] == [("assistant", "The Mona Lisa was painted by Leonardo."),
+                           ("user", "and who painted Starry Night"), ("assistant", "Hmm,")]
+    c.on_partial("thanks")
+    c.on_final("thanks")  # no early reply: appended as usual
+    assert c.turns[-1] == ("user", "thanks")
