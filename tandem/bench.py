@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -42,20 +42,31 @@ class Question:
     answers: list[str]
 
 
-def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Question]:
+T = TypeVar("T")
+
+
+def read_jsonl(path: Path, what: str, parse: Callable[[dict[str, Any]], T], shape: str) -> list[T]:
+    """One `parse(object)` per non-empty line of a JSONL file; a bad line is a one-line error that
+    names the file, the line and the `shape` expected; an empty file is an error too."""
     if not path.exists():
-        raise TandemError(f"questions file not found: {path}")
+        raise TandemError(f"{what} file not found: {path}")
     out = []
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-            out.append(Question(str(obj["id"]), str(obj["question"]), [str(a) for a in obj["answers"]]))
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise TandemError(f"{path}:{i}: not a question object with id, question, answers ({e})") from None
+            out.append(parse(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise TandemError(f"{path}:{i}: not {shape} ({e})") from None
     if not out:
-        raise TandemError(f"no questions in {path}")
+        raise TandemError(f"no {what} in {path}")
+    return out
+
+
+def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Question]:
+    out = read_jsonl(path, "questions", lambda o: Question(str(o["id"]), str(o["question"]),
+                                                          [str(a) for a in o["answers"]]),
+                     "a question object with id, question, answers")
     out = out[:: max(1, stride)]  # every stride-th question: a spread over a file grouped by topic
     return out[:limit] if limit else out
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
-from .bench import MemorySampler, _median, variant_of
+from .bench import MemorySampler, _median, read_jsonl, variant_of
 from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY, make_policy
@@ -69,26 +69,17 @@ class Span:
     end: float
 
 
+def _dialogue(obj: dict[str, Any]) -> Dialogue:
+    turns = [Turn(str(t["say"]), [str(a) for a in t.get("answers", [])],
+                  float(t["talk_over_s"]) if t.get("talk_over_s") is not None else None)
+             for t in obj["turns"]]
+    if not turns or turns[0].talk_over_s is not None:
+        raise ValueError("a dialogue needs turns, and its first turn talks over nothing")
+    return Dialogue(str(obj["id"]), str(obj.get("kind", "followup")), turns)
+
+
 def load_dialogues(path: Path, limit: int | None = None) -> list[Dialogue]:
-    if not path.exists():
-        raise TandemError(f"dialogues file not found: {path}")
-    out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            turns = [Turn(str(t["say"]), [str(a) for a in t.get("answers", [])],
-                          float(t["talk_over_s"]) if t.get("talk_over_s") is not None else None)
-                     for t in obj["turns"]]
-            d = Dialogue(str(obj["id"]), str(obj.get("kind", "followup")), turns)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise TandemError(f"{path}:{i}: not a dialogue object with id, kind, turns of say/answers ({e})") from None
-        if not turns or turns[0].talk_over_s is not None:
-            raise TandemError(f"{path}:{i}: a dialogue needs turns, and its first turn talks over nothing")
-        out.append(d)
-    if not out:
-        raise TandemError(f"no dialogues in {path}")
+    out = read_jsonl(path, "dialogues", _dialogue, "a dialogue object with id, kind, turns of say/answers")
     return out[:limit] if limit else out
 
 
