@@ -212,7 +212,39 @@ class WordTTS:
         return np.full(int(self.WORD_S * 24000) * len(text.split()), 0.3, np.float32)
 
 
-__all__ = ["FRAME_S", "WordTTS", "FakeOpenAIServer", "FakeLLMBehaviour", "FakeListener", "FakeFrontEnd", "FakeTTS", "FakeTokenizer"]
+class FakeStack:
+    """Stands for tandem.stack.Stack in benchmark tests that need no LLM: nothing to start."""
+
+    llm_config = None
+
+    def __init__(self, config) -> None:  # noqa: ANN001
+        pass
+
+    def __enter__(self) -> "FakeStack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def pids(self) -> list[int]:
+        return []
+
+
+class FakeTranscriber:
+    """Hears "It is Paris." wherever the assistant channel is loud."""
+
+    def words(self, audio: np.ndarray) -> list:
+        from tandem.scoring import Word
+
+        loud = np.flatnonzero(np.abs(audio) > 0.1)
+        if not len(loud):
+            return []
+        t = loud[0] / 24000
+        return [Word("It", t, t + 0.2), Word("is", t + 0.2, t + 0.4), Word("Paris.", t + 0.4, t + 0.9)]
+
+
+__all__ = ["FRAME_S", "WordTTS", "FakeOpenAIServer", "FakeLLMBehaviour", "FakeListener", "FakeFrontEnd", "FakeTTS", "FakeTokenizer",
+           "FakeStack", "FakeTranscriber"]
 
 
 async def until(condition, timeout_s: float = 5.0) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes import FakeStack, FakeTranscriber
 from tandem import bench
 from tandem.errors import TandemError
 from tandem.audio import FRAME_S
@@ -22,33 +23,6 @@ QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers
 def write_questions(path: Path, rows=QUESTIONS) -> Path:
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
-
-
-class FakeStack:
-    llm_config = None
-
-    def __init__(self, config):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def pids(self):
-        return []
-
-
-class FakeTranscriber:
-    """Hears "it is <answer>" wherever the assistant channel is loud."""
-
-    def words(self, audio):
-        loud = np.flatnonzero(np.abs(audio) > 0.1)
-        if not len(loud):
-            return []
-        t = loud[0] / 24000
-        return [Word("It", t, t + 0.2), Word("is", t + 0.2, t + 0.4), Word("Paris.", t + 0.4, t + 0.9)]
 
 
 def fake_run_session(stack, audio, config, front_end_name="compact", oracle_policy="kame", meta=None, **kw):

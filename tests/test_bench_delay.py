@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import FakeOpenAIServer
+from fakes import FakeOpenAIServer, FakeTranscriber
 from tandem import bench_delay, voices
 from tandem.audio import FRAME_S
 from tandem.cli import build_parser
@@ -72,17 +72,6 @@ class FakeStack:
 
     def pids(self):
         return []
-
-
-class FakeTranscriber:
-    """Hears "It is Paris." wherever the assistant channel is loud."""
-
-    def words(self, audio):
-        loud = np.flatnonzero(np.abs(audio) > 0.1)
-        if not len(loud):
-            return []
-        t = loud[0] / 24000
-        return [Word("It", t, t + 0.2), Word("is", t + 0.2, t + 0.4), Word("Paris.", t + 0.4, t + 0.9)]
 
 
 def fake_speak(text, voice="festival", lead_s=0.5, tail_s=3.0):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tandem.voices
+from fakes import FakeStack
 from tandem import bench_dialogues as bd
 from tandem.audio import FRAME_S
 from tandem.errors import TandemError
@@ -129,22 +130,6 @@ def test_the_dev_dialogues_load():
     ds = bd.load_dialogues(path)
     assert {d.kind for d in ds} == {"followup", "interrupt", "backchannel"}
     assert all(d.turns[-1].talk_over_s for d in ds if d.kind != "followup")
-
-
-class FakeStack:
-    llm_config = None
-
-    def __init__(self, config):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def pids(self):
-        return []
 
 
 class FakeTranscriber:
