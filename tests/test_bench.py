@@ -13,7 +13,6 @@ from tandem import bench
 from tandem.errors import TandemError
 from tandem.audio import FRAME_S
 from tandem.runner import RunResult
-from tandem.scoring import Word
 from tandem.timeline import Timeline
 
 QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers": ["paris"]},

@@ -16,7 +16,6 @@ from tandem.cli import build_parser
 from tandem.errors import TandemError
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.runner import RunResult
-from tandem.scoring import Word
 from tandem.timeline import Timeline
 
 QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers": ["paris"]},
