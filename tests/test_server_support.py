@@ -245,7 +245,10 @@ def test_a_full_recording_queue_drops_frames_as_silence_and_never_blocks(tmp_pat
     data, _ = sf.read(str(rec.wav_path), dtype="float32")
     assert data.shape == (n * FRAME_SAMPLES, 2), "dropped frames are written as silence: the wav stays aligned"
     user = data[::FRAME_SAMPLES, 0]
-    kept = n - rec.dropped_frames
-    assert np.all(user[:kept] > 0) and not user[kept:].any()
+    kept = np.flatnonzero(user)
+    # which frames got in depends on when the writer took its first one (before or after the queue
+    # filled); each kept frame sits at its own place, the first four always got in, the rest is silence
+    assert len(kept) == n - rec.dropped_frames and set(range(4)) <= set(kept.tolist())
+    assert np.allclose(user[kept], (kept + 1) / 100, atol=1e-3)
     rows = _jsonl(rec)  # the dropped flush's rows went with the last one
     assert [r["frame"] for r in rows if "frame" in r] == list(range(n))
