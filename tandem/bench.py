@@ -71,6 +71,26 @@ def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Quest
     return out[:limit] if limit else out
 
 
+def modes_and_policies(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """--modes and --policy as lists, checked before any audio is made."""
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in ("tandem", "frontend", "cascade"):
+            raise TandemError(f"unknown mode {m!r} in --modes")
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    for p in policies:
+        make_policy(p)  # an unknown name fails before any audio is made
+    return modes, policies
+
+
+def output_dir(path: Path) -> Path:
+    """The bench's output folder, with its audio/ and timelines/ made."""
+    out = path.resolve()
+    (out / "audio").mkdir(parents=True, exist_ok=True)
+    (out / "timelines").mkdir(exist_ok=True)
+    return out
+
+
 class MemorySampler:
     """Peak resident memory of this process and the stack's processes, summed, sampled every 0.25 s."""
 
@@ -244,13 +264,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from .voices import speak
 
     questions = load_questions(args.questions, args.limit, getattr(args, "stride", 1))
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("tandem", "frontend", "cascade"):
-            raise TandemError(f"unknown mode {m!r} in --modes")
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    for p in policies:
-        make_policy(p)  # an unknown name fails before any audio is made
+    modes, policies = modes_and_policies(args)
     checkpoint = getattr(args, "checkpoint", None)
     if checkpoint is not None and getattr(args, "front_end", "compact") != "compact":
         raise TandemError("--checkpoint is for the compact front-end (the moshi one takes --moshi-weights)")
@@ -262,9 +276,7 @@ def run_bench(args: argparse.Namespace) -> int:
         from . import frontend
 
         frontend.build(getattr(args, "front_end", "compact"), **fe_kwargs)
-    out = args.out.resolve()
-    (out / "audio").mkdir(parents=True, exist_ok=True)
-    (out / "timelines").mkdir(exist_ok=True)
+    out = output_dir(args.out)
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     load = LLMLoad() if getattr(args, "llm_load", False) else None

@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 
 from .audio import InputAudio, write_mono
-from .bench import MemorySampler, Question, load_questions, plot_latencies, score_run, summarize_runs, write_summary_md
+from .bench import MemorySampler, Question, load_questions, modes_and_policies, output_dir, plot_latencies, score_run, summarize_runs, write_summary_md
 from .errors import TandemError
 from .llm.delay_proxy import DelayProxy
-from .oracle import make_policy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber
 from .session import SessionConfig
@@ -156,14 +155,9 @@ def plot_delays(path: Path, rows: list[dict[str, Any]], modes: list[str]) -> Non
 def _check(args: argparse.Namespace) -> tuple[list[str], str]:
     if getattr(args, "dialogues", None) is not None:
         raise TandemError("--llm-delay runs spoken questions (--questions), not --dialogues")
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("tandem", "frontend", "cascade"):
-            raise TandemError(f"unknown mode {m!r} in --modes")
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    modes, policies = modes_and_policies(args)
     if len(policies) != 1:
         raise TandemError("--llm-delay compares modes across delays: give one --policy")
-    make_policy(policies[0])
     if getattr(args, "llm_load", False):
         raise TandemError("--llm-load and --llm-delay measure different things: give one of them")
     checkpoint = getattr(args, "checkpoint", None)
@@ -190,9 +184,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
         frontend.build(front_end, **fe_kwargs)  # a missing front-end fails before any audio
     # a slow LLM pushes the cascade's answer later: longer silence after the question keeps it in the recording
     tail = args.tail + max(delays)
-    out = args.out.resolve()
-    (out / "audio").mkdir(parents=True, exist_ok=True)
-    (out / "timelines").mkdir(exist_ok=True)
+    out = output_dir(args.out)
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     t_start = time.time()

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from .audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
-from .bench import MemorySampler, _median, read_jsonl, variant_of
+from .bench import MemorySampler, _median, modes_and_policies, output_dir, read_jsonl, variant_of
 from .errors import TandemError
 from .metrics import summarize
-from .oracle import DEFAULT_POLICY, make_policy
+from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, Word, find_answer, onset_after
 from .session import SessionConfig
@@ -316,21 +316,13 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
     from .voices import speak
 
     dialogues = load_dialogues(args.dialogues, args.limit)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("tandem", "frontend", "cascade"):
-            raise TandemError(f"unknown mode {m!r} in --modes")
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    for p in policies:
-        make_policy(p)
+    modes, policies = modes_and_policies(args)
     checkpoint = getattr(args, "checkpoint", None)
     if checkpoint is not None and not Path(checkpoint).exists():
         raise TandemError(f"no checkpoint at {checkpoint}")
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
     variants = [(m, p) for m in modes for p in (policies if m == "tandem" else [None])]
-    out = args.out.resolve()
-    (out / "audio").mkdir(parents=True, exist_ok=True)
-    (out / "timelines").mkdir(exist_ok=True)
+    out = output_dir(args.out)
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     t_start = time.time()
