@@ -1,8 +1,11 @@
 """When to ask the LLM, and how its streamed answers become oracle events (KAME back-end policy).
 
-Every `check_interval_s` (and at once on a final transcript), a stream is started when the user's
-word count grew by `min_new_words` since the last start or a final arrived, at most
-`max_starts` per `window_s`. Beyond KAME, a revised transcript with no new words ("capital of
+Every `check_interval_s`, at once on each partial (`check_on_partial`) and on a final transcript, a
+stream is started when the user's word count grew by `min_new_words` since the last start or a final
+arrived, at most `max_starts` per `window_s`. A final whose words are the ones the last stream was
+started from keeps that stream (`keep_on_same_final`): restarting would throw away the head start
+the partial gave, and let a second answer, prompted with what the assistant already began to say,
+replace a right one. Beyond KAME, a revised transcript with no new words ("capital of
 Austria" heard again as "capital of Australia") also starts one (`restart_on_revision`): counting
 words alone would keep the oracle answering the question the Listener first misheard; a partial
 that only loses its last words (Whisper taking a word back) is not a revision. Words are counted
@@ -48,6 +51,8 @@ class SchedulerConfig:
     max_tokens: int = 60
     restart_on_revision: bool = True
     min_words_for_revision: int = 3
+    check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
+    keep_on_same_final: bool = True
 
 
 @dataclass
@@ -58,6 +63,12 @@ class _Stream:
     first_token_t: float | None = None
     text: str = ""
     emitted: bool = False  # some of its reply got past the role guard
+    ended: str = ""  # "", "done", "cancelled", "failed"
+
+    @property
+    def usable(self) -> bool:
+        """Still running, or finished having given a reply: its oracle stands."""
+        return self.ended == "" or (self.ended == "done" and self.emitted)
 
 
 class OracleScheduler:
@@ -75,12 +86,15 @@ class OracleScheduler:
         self._words_at_start = 0
         self._text_at_start = ""
         self._final_pending = False
+        self._last: _Stream | None = None  # the stream started last
         self._ticker: asyncio.Task | None = None
-        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0}
+        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0}
 
     # -- transcript events (called on the event loop) ----------------------------------------
     def on_partial(self, text: str) -> None:
         self.conv.on_partial(text)
+        if self.config.check_on_partial:
+            self.check()
 
     def on_final(self, text: str) -> None:
         self.conv.on_final(text)
@@ -119,6 +133,13 @@ class OracleScheduler:
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
             return
+        last = self._last
+        if (self._final_pending and not (grew or revised) and self.config.keep_on_same_final
+                and text == self._text_at_start and last is not None and last.usable):
+            self._final_pending = False
+            self.stats["kept"] += 1
+            self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="final as heard when it started")
+            return
         now = self.timeline.clock()
         while self._starts and now - self._starts[0] > self.config.window_s:
             self._starts.popleft()
@@ -139,6 +160,7 @@ class OracleScheduler:
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
         messages = oracle_messages(self.conv.turns, self.conv.partial)
         self._live[st.sid] = st
+        self._last = st
         self.stats["starts"] += 1
         self.timeline.add(tl.LLM_START, stream=st.sid, prompt=messages[-1]["content"])
         st.task = asyncio.get_running_loop().create_task(self._run(st, messages))
@@ -147,6 +169,7 @@ class OracleScheduler:
         st = self._live.pop(sid, None)
         if st is None:
             return
+        st.ended = "cancelled"
         if st.task is not None:
             st.task.cancel()  # closes the HTTP connection, which stops the server's generation
         self.stats["cancels"] += 1
@@ -170,6 +193,7 @@ class OracleScheduler:
             if st.sid not in self._live:
                 return
             self._pass_on(st, guard.flush())
+            st.ended = "done"
             self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text,
                               **({"cut": "role marker"} if guard.stopped else {}))
             if self._adopted == st.sid:
@@ -177,6 +201,7 @@ class OracleScheduler:
         except asyncio.CancelledError:
             raise
         except LLMError as e:
+            st.ended = "failed"
             self.stats["errors"] += 1
             self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=str(e))
             log.warning("oracle LLM stream %d failed: %s", st.sid, e)

@@ -21,6 +21,11 @@ def guarded(pieces: list[str]) -> tuple[str, bool]:
     (["The user", "name is"], "The username is", False),
     (["The capital", " is a", "ustralia."], "The capital is australia.", False),
     (["It is the us"], "It is the us", False),  # flushed at the end of the stream
+    (["The", " user", " asked", " what is"], "", True),  # an echo of the prompt, not a reply
+    (["The user's question", " is about"], "", True),
+    (["User", " wants to know"], "", True),
+    (["The", " capital", " is Paris."], "The capital is Paris.", False),  # "The" waits one piece only
+    (["The", " users", " of it"], "The users of it", False),
 ])
 def test_guard(pieces, said, stopped):
     out, was_stopped = guarded(pieces)

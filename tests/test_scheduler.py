@@ -39,11 +39,61 @@ async def test_starts_on_two_new_words_not_on_one():
 
 async def test_final_starts_a_stream_even_without_new_words():
     with FakeOpenAIServer() as srv:
-        sched, timeline, _ = make(srv)
+        sched, timeline, _ = make(srv, keep_on_same_final=False)
         sched.on_partial("what is paris")
-        sched.check()
         sched.on_final("what is paris")
         assert sched.stats["starts"] == 2
+        await sched.aclose()
+
+
+async def test_a_final_as_heard_keeps_the_stream_started_from_its_partial():
+    slow = FakeLLMBehaviour(first_token_delay_s=0.3)
+    with FakeOpenAIServer(slow) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the capital of france")
+        assert sched.stats["starts"] == 1, "a partial starts a stream at once, not at the next tick"
+        sched.on_final("What is the capital of France?")
+        assert sched.stats["starts"] == 1 and sched.stats["kept"] == 1
+        assert timeline.of_kind(tl.LLM_KEEP)[0]["stream"] == 1
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert not timeline.of_kind(tl.LLM_CANCEL)
+        assert "".join(t for k, t in emitted if k == "append") == "The answer is Paris."
+        await sched.aclose()
+
+
+async def test_a_final_that_differs_from_the_partial_starts_anew():
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=0.3)) as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of france")
+        sched.on_final("what is the capital of finland")
+        assert sched.stats["starts"] == 2 and sched.stats["kept"] == 0
+        await sched.aclose()
+
+
+async def test_a_final_restarts_when_the_partial_stream_failed_or_gave_nothing():
+    with FakeOpenAIServer(FakeLLMBehaviour(status=500)) as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of france")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_ERROR)))
+        sched.on_final("what is the capital of france")
+        assert sched.stats["starts"] == 2, "a failed stream is not kept"
+        await sched.aclose()
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["user", ":", " hi"])) as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_partial("what is the capital of france")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.on_final("what is the capital of france")
+        assert sched.stats["starts"] == 2, "a stream whose reply never got past the guard is not kept"
+        await sched.aclose()
+
+
+async def test_a_reply_about_the_user_is_an_echo_and_never_spoken():
+    echo = FakeLLMBehaviour(tokens=["The", " user", " asked", " what", " is", " the", " name"])
+    with FakeOpenAIServer(echo) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("what is the name of it")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert emitted == [] and not timeline.of_kind(tl.LLM_ADOPT)
         await sched.aclose()
 
 
@@ -73,7 +123,6 @@ async def test_rate_limit_caps_starts_per_window():
         for i in range(6):
             words += ["w", "x"]
             sched.on_partial(" ".join(words))
-            sched.check()
         assert sched.stats["starts"] == 3
         assert sched.stats["rate_limited"] == 3
         await sched.aclose()
@@ -161,12 +210,11 @@ async def test_a_short_follow_up_turn_starts_on_its_own_two_words():
         sched.on_partial("what is the capital of france")
         sched.check()
         sched.on_final("what is the capital of france")
-        assert sched.stats["starts"] == 2
+        assert sched.stats["starts"] == 1, "the final kept the partial's stream"
         await until(lambda: not sched.in_flight)
         sched.conv.on_assistant("Paris.")
         sched.on_partial("and germany")  # a new turn: its words count from zero, not from the last turn's six
-        sched.check()
-        assert sched.stats["starts"] == 3
+        assert sched.stats["starts"] == 2
         await sched.aclose()
 
 

@@ -5,6 +5,9 @@ them) sometimes answer "The user: who wrote the novel 1984." or run on into the 
 Fed to the front-end, that is read aloud. The guard passes text through as it streams, strips a
 leading "assistant:", and ends the reply at the first role marker after it. A tail that could be
 the start of a marker ("The us") is held back until the next piece shows what it is.
+
+A reply that opens by talking about the dialogue ("The user asked what is the name of...") is an
+echo of the prompt, not an answer: it is stopped before any of it passes.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import re
 ROLES = ("user", "assistant")
 _MARKER = re.compile(r"(?<![A-Za-z])(?:user|assistant)\s*:", re.IGNORECASE)
 _LEADING_ASSISTANT = re.compile(r"^\s*assistant\s*:\s*", re.IGNORECASE)
+ECHO_OPENINGS = ("the user ", "the user's ", "the assistant ", "user ", "the question ")
 
 
 def _held_tail(text: str) -> int:
@@ -41,6 +45,13 @@ class RoleEchoGuard:
             m = _LEADING_ASSISTANT.match(self._pending)
             if m:
                 self._pending = self._pending[m.end():]
+            opening = " ".join(self._pending.lower().split()) + (" " if self._pending[-1:].isspace() else "")
+            if opening and any(o.startswith(opening) for o in ECHO_OPENINGS):
+                return ""  # could still become an echo: wait for the next piece
+            if any(opening.startswith(o) for o in ECHO_OPENINGS):
+                self.stopped = True
+                self._pending = ""
+                return ""
         m = _MARKER.search(self._pending)
         if m:
             self.stopped = True
