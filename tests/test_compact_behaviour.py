@@ -23,6 +23,7 @@ def test_shipped_checkpoint_behaves(shipped):
     assert r["onset_within_4_frames_pct"] >= 70
     assert r["oracle_answer_pct"] >= 60
     assert r["replaced_newer_answer_pct"] >= 40
+    assert r["copy_exact_turns"] >= 20 and r["copy_exact_pct"] >= 60
     assert r["no_oracle_nonempty_pct"] >= 70
     assert r["no_oracle_stops_pct"] >= 70
     assert r["missed_turn_recovery_pct"] >= 70, "held silent past its moment, it still takes the turn"

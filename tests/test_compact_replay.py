@@ -1,4 +1,5 @@
 """Replaying recorded timelines through a compact checkpoint, offline."""
+import re
 import json
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: 
         if k == oracle_at[0]:
             stream.reset(k)
             timeline.add(tl.ORACLE_RESET)
-            for word in oracle_at[1].split(" "):  # handed over word by word, as a session does
+            for word in re.findall(r"\s*\S+", oracle_at[1]):  # handed over word by word, as a session does
                 ids = fe.tokenizer.encode(word)
                 stream.append(ids, k)
                 timeline.add(tl.ORACLE_APPEND, text=word, tokens=ids)
@@ -63,7 +64,19 @@ def test_replay_reproduces_what_the_session_said(fe):
     assert r.turn_frames_after_end is not None and 0 <= r.turn_frames_after_end <= 8
     assert summarize([r], {"q": ["Paris"]}) == {
         "timelines": 1, "turns_taken": 1, "turns_missed": 0, "turn_frames_after_vad_end_median":
-        float(r.turn_frames_after_end), "answers_said": 1, "answers_scored": 1}
+        float(r.turn_frames_after_end), "answers_said": 1, "answers_scored": 1, "copy_exact": 1, "copy_judged": 1}
+
+
+def test_copy_exactness_of_a_replay_judges_the_last_oracle_against_what_was_said(fe):
+    from tandem.frontends.compact.replay import last_oracle_text
+
+    partials = [(0.5, "What is"), (1.3, "What is the capital of France"), (1.9, "What is the capital of France?")]
+    rec = record_session(fe, partials, [1.0] * 20 + [0.02] * 50, (14, "The capital of France is Paris."),
+                         speech_end_s=20 * FRAME_S)
+    r = replay(json.loads(json.dumps(rec)), fe, "q")
+    assert last_oracle_text(r.timeline).split() == "The capital of France is Paris.".split()
+    r.said = "The capital of France is Par is."  # what a garbled copy would have said
+    assert summarize([r], {})["copy_exact"] == 0 and summarize([r], {})["copy_judged"] == 1
 
 
 def test_transcript_per_frame_follows_the_listener_events_and_an_empty_final_keeps_the_partial(fe):

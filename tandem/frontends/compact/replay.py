@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...copying import copied_exactly
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
 from ...frontend import UserFrame, speaking
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
@@ -48,6 +49,7 @@ class ReplayResult:
     turn_frame: int | None  # first frame with a word after the end of the user's speech
     recorded_said: str
     inputs: ReplayInputs = field(repr=False)
+    timeline: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
     def turn_frames_after_end(self) -> int | None:
@@ -139,7 +141,15 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     tokens = list(front_end.emitted)
     recorded = " ".join(t for t in tl["frames"].get("text", []) if t)
     return ReplayResult(name=name, tokens=tokens, said=" ".join(texts), turn_frame=turn,
-                        recorded_said=recorded, inputs=inp)
+                        recorded_said=recorded, inputs=inp, timeline=tl)
+
+
+def last_oracle_text(tl: dict[str, Any]) -> str:
+    """The text handed to the front-end since the last oracle reset: the oracle it was left with."""
+    text = ""
+    for e in sorted((e for e in tl["events"] if e["kind"] in (ORACLE_RESET, ORACLE_APPEND)), key=lambda e: e["t"]):
+        text = "" if e["kind"] == ORACLE_RESET else text + e.get("text", "")
+    return text
 
 
 def said_answer(said: str, answers: list[str]) -> bool:
@@ -156,6 +166,7 @@ def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dic
     ended = [r for r in results if r.inputs.speech_end_frame is not None]
     taken = [r.turn_frames_after_end for r in ended if r.turn_frames_after_end is not None]
     scored = [r for r in results if r.name in answers]
+    exact = [v for v in (copied_exactly(r.said, last_oracle_text(r.timeline)) for r in results) if v is not None]
     return {
         "timelines": len(results),
         "turns_taken": len(taken),
@@ -163,4 +174,7 @@ def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dic
         "turn_frames_after_vad_end_median": float(np.median(taken)) if taken else None,
         "answers_said": sum(said_answer(r.said, answers[r.name]) for r in scored),
         "answers_scored": len(scored),
+        # the last oracle's names and numbers said as whole words in order (tandem/copying.py)
+        "copy_exact": sum(exact),
+        "copy_judged": len(exact),
     }

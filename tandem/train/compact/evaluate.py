@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...copying import copied_exactly
 from ...frontends.compact.decoding import CompactState, FrameInput, step
 from ...frontends.compact.model import CompactLM
 from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
@@ -60,6 +61,7 @@ class TurnResult:
     answer_said: bool
     stopped: bool
     answer_delivered: bool  # the turn's last oracle, as fed, holds the answer (a cut-off stream may not)
+    copy_exact: bool | None = None  # the last oracle's names and numbers said exactly (None: it had none)
 
 
 def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answers: list[str | None],
@@ -82,7 +84,9 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
         delivered = bool(ans) and bool(info.delivered) and all(w in _words(info.delivered[-1]) for w in _words(ans))
         tail = window[-int(1.5 * 12.5):] if len(window) > 40 else np.zeros(0)
         stopped = not np.any(tail > END)
-        results.append(TurnResult(info.scenario, onset, talk, int(sp.sum()), said, ans, answer_said, stopped, delivered))
+        exact = copied_exactly(said, info.delivered[-1]) if oracle_on and info.delivered else None
+        results.append(TurnResult(info.scenario, onset, talk, int(sp.sum()), said, ans, answer_said, stopped, delivered,
+                                  exact))
     return results
 
 
@@ -125,6 +129,9 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "oracle_answer_all_turns_pct": answer_pct(rows["normal"], False),
         "replaced_newer_answer_pct": answer_pct(rows["replaced"], True),
         "replaced_newer_answer_all_turns_pct": answer_pct(rows["replaced"], False),
+        # the last oracle's names and numbers, as fed, said as whole words in order (tandem/copying.py)
+        "copy_exact_pct": _pct([r.copy_exact for r in rows["normal"] + rows["replaced"] if r.copy_exact is not None]),
+        "copy_exact_turns": sum(r.copy_exact is not None for r in rows["normal"] + rows["replaced"]),
         "answer_cut_off_turns": sum(bool(r.answer) and not r.answer_delivered for r in rows["normal"] + rows["replaced"]),
         "no_oracle_nonempty_pct": round(100 * np.mean([bool(r.said.strip()) for r in never]), 1),
         "no_oracle_stops_pct": round(100 * np.mean([r.stopped for r in never]), 1),
@@ -133,6 +140,10 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "examples": [{"scenario": r.scenario, "said": r.said, "answer": r.answer, "onset_frames": r.onset_frames}
                      for r in (rows["normal"][:3] + rows["replaced"][:3] + never[:3])],
     }
+
+
+def _pct(flags: list[bool]) -> float | None:
+    return round(100 * float(np.mean(flags)), 1) if flags else None
 
 
 def step_times(model: CompactLM, batches=(1, 8, 32), frames: int = 200) -> dict[str, float]:

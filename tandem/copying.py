@@ -1,0 +1,66 @@
+"""Did the front-end say the oracle's facts exactly? The copy-exactness measure, one definition for
+held-out synthetic dialogues (`tandem evaluate`), replayed real timelines (`tandem replay`) and live
+benchmark runs.
+
+An oracle's key words are what a garbled copy gets wrong and a listener needs: names (capitalised
+words that do not merely open a sentence) and numbers (digits or number words). A copy is exact
+when every key word of the oracle was said as a whole word, in the oracle's order: "in Mexico, the
+langua age spoken" or "Tushteer tcresh" fail, a repair followed by the right words passes.
+"""
+from __future__ import annotations
+
+import re
+
+NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "
+    "million billion".split())
+# capitalised only because they open a sentence
+SENTENCE_OPENERS = frozenset(
+    "the a an it its this that these those there they he she we i you yes no in on at of to for from by with "
+    "about around mostly well so and but or people his her their our my your what which who where when how "
+    "sorry okay right let hello hi thanks thank happy pretty oh nice".split())
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9']*")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words, apostrophes kept inside ("don't"), everything else a separator."""
+    return [w.lower().strip("'") for w in _WORD.findall(text)]
+
+
+def key_words(oracle: str) -> list[str]:
+    """The names and numbers of an oracle text, lower-cased, in order."""
+    out = []
+    sentence_start = True
+    for m in re.finditer(r"[A-Za-z0-9][A-Za-z0-9']*|[.!?]", oracle):
+        tok = m.group(0)
+        if tok in ".!?":
+            sentence_start = True
+            continue
+        low = tok.lower().strip("'")
+        is_name = tok[0].isupper() and not (sentence_start and low in SENTENCE_OPENERS) and low != "i"
+        if any(c.isdigit() for c in tok) or low in NUMBER_WORDS or is_name:
+            out.append(low)
+        sentence_start = False
+    return out
+
+
+def said_in_order(said: list[str], wanted: list[str]) -> bool:
+    it = iter(said)
+    return all(any(w == s for s in it) for w in wanted)
+
+
+def copied_exactly(said: str, oracle: str) -> bool | None:
+    """True when every key word of `oracle` is in `said` as a whole word, in order; None when the
+    oracle has no key words (nothing to garble that this measure can see)."""
+    keys = key_words(oracle)
+    if not keys:
+        return None
+    return said_in_order(words(said), keys)
+
+
+def exact_pct(pairs: list[tuple[str, str]]) -> tuple[float | None, int]:
+    """(percentage of (said, oracle) pairs copied exactly over those with key words, that count)."""
+    judged = [v for v in (copied_exactly(s, o) for s, o in pairs) if v is not None]
+    return (round(100 * sum(judged) / len(judged), 1) if judged else None), len(judged)

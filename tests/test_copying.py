@@ -1,0 +1,36 @@
+"""The copy-exactness measure: names and numbers of the last oracle said whole and in order."""
+import pytest
+
+from tandem.copying import copied_exactly, exact_pct, key_words
+
+
+@pytest.mark.parametrize("oracle, keys", [
+    ("The capital of Mexico is Mexico City.", ["mexico", "mexico", "city"]),
+    ("Paris is the capital of France.", ["paris", "france"]),
+    ("There are 206 bones in the human body.", ["206"]),
+    ("About forty years.", ["forty"]),
+    ("It is in Ottawa. It was founded in 1857.", ["ottawa", "1857"]),
+    ("I am doing well, thanks for asking.", []),
+    ("Yes, I can hear you.", []),
+])
+def test_key_words_are_the_names_and_numbers(oracle, keys):
+    assert key_words(oracle) == keys
+
+
+@pytest.mark.parametrize("said, oracle, exact", [
+    ("Let me think. The capital of Canada is Ottawa.", "The capital of Canada is Ottawa.", True),
+    ("The capital is Ott awa.", "The capital of Canada is Ottawa.", False),  # a name in pieces
+    ("Tushteer tcresh invented it.", "Tushteertcresh invented it.", False),
+    ("It is Eackgrom, sorry, it is Port Carbleash.", "It is Port Carbleash.", True),  # a repair, then exact
+    ("It is Carbleash Port.", "It is Port Carbleash.", False),  # out of order
+    ("There are 260 bones.", "There are 206 bones.", False),
+    ("I am fine.", "I am doing well, thanks for asking.", None),  # nothing the measure can judge
+])
+def test_copied_exactly(said, oracle, exact):
+    assert copied_exactly(said, oracle) is exact
+
+
+def test_exact_pct_counts_only_judged_pairs():
+    pct, n = exact_pct([("Paris.", "It is Paris."), ("Par is.", "It is Paris."), ("Fine.", "I am fine.")])
+    assert (pct, n) == (50.0, 2)
+    assert exact_pct([]) == (None, 0)
