@@ -194,3 +194,34 @@ def test_a_reply_begun_before_the_final_comes_after_the_users_turn():
     c.on_partial("thanks")
     c.on_final("thanks")  # no early reply: appended as usual
     assert c.turns[-1] == ("user", "thanks")
+
+
+def test_a_reply_begun_while_the_user_still_talks_over_the_last_one_is_not_voiced():
+    """After a barge-in the model may start a new reply before the user has finished (the old
+    Mouth reset its count at every reply start and said "The" over the user)."""
+    fe = MouthFrontEnd()
+    ids = fe.tokenizer.encode("one two three four five six")
+    silent, talking = (UserFrame(np.zeros(FRAME_SAMPLES, np.float32), p, p > 0.5, "") for p in (0.02, 0.9))
+    loud = []
+
+    def frame(tok: int, began: bool, user: UserFrame) -> None:
+        out = fe.mouth.say(tok, began, user)
+        loud.append(float(np.abs(out.audio).max()) if len(out.audio) else 0.0)
+
+    for i, t in enumerate(ids):  # the reply, the voice busy
+        frame(t, i == 0, silent)
+    for _ in range(4):  # the user cuts in: barge-in
+        frame(PAD, False, talking)
+    assert fe.mouth.yielded and not fe.voicer.busy
+    again = fe.tokenizer.encode("The answer")
+    frame(again[0], True, talking)  # the model begins again while the user still talks
+    frame(again[1], False, talking)
+    for _ in range(6):
+        frame(PAD, False, talking)
+    assert max(loud[-8:]) == 0.0, "nothing is voiced over the user"
+    frame(PAD, False, silent)
+    assert not fe.mouth.yielded, "once the user stops, the next reply may be voiced"
+    frame(fe.tokenizer.encode("Yes")[0], True, silent)
+    for _ in range(3):
+        frame(PAD, False, silent)
+    assert max(loud[-3:]) > 0.0

@@ -71,6 +71,7 @@ class Mouth:
         self.word: list[int] = []
         self.pending: list[str] = []
         self.user_run = 0  # frames of user speech since the reply began
+        self.yielded = False  # the user talked over the reply: nothing is voiced until they stop
         if self.voicer is not None:
             self.voicer.clear()
 
@@ -80,9 +81,10 @@ class Mouth:
             self.word = []
 
     def say(self, tok: int, began_reply: bool, user: UserFrame) -> FrontEndOutput:
-        if began_reply:
+        if began_reply and not self.yielded:
             # barge-in counts the user's speech since the reply began: the voice activity of the
-            # turn it answers lags a frame or two, and would otherwise cut its first word
+            # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
+            # a barge-in: a reply the model begins while the user still talks over it stays unsaid
             self.user_run = 0
         if tok <= END:
             self._flush_word()
@@ -98,7 +100,10 @@ class Mouth:
             return FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), texts)
         if self.user_run >= BARGE_IN_FRAMES and self.voicer.busy:
             self.voicer.clear()
+            self.yielded = True
+        if self.yielded:
             self.pending = []
+            self.yielded = self.user_run > 0
         if self.pending and self.voicer.remaining_s() < REFILL_S:
             self.voicer.say(" ".join(self.pending))
             self.pending = []
