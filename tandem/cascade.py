@@ -80,7 +80,8 @@ class CascadeResponder:
         self._ids += 1
         self.stats["starts"] += 1
         msgs = cascade_messages(self.conv.turns)
-        self.timeline.add(tl.LLM_START, stream=self._ids, prompt=msgs[-1]["content"])
+        self.timeline.add(tl.LLM_START, stream=self._ids, prompt=msgs[-1]["content"],
+                          history=[f'{m["role"]}: {m["content"]}' for m in msgs[1:-1]])
         self._task = asyncio.get_running_loop().create_task(self._answer(self._ids, msgs))
 
     async def _answer(self, sid: int, msgs: list[dict[str, str]]) -> None:

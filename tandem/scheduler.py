@@ -30,9 +30,11 @@ from .conversation import Conversation
 from .llm.client import ChatClient, LLMError
 from .llm.prompt import oracle_messages
 from .llm.role_guard import RoleEchoGuard
+from .restate import Splicer, restate
 
 log = logging.getLogger(__name__)
 
+OPENING_FALLBACK = " something I am not sure of, sorry."
 OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
 
 
@@ -53,6 +55,7 @@ class SchedulerConfig:
     min_words_for_revision: int = 3
     check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
     keep_on_same_final: bool = True
+    restate: bool = True  # open each stream with the answer's opening restated from the question
 
 
 @dataclass
@@ -64,11 +67,13 @@ class _Stream:
     text: str = ""
     emitted: bool = False  # some of its reply got past the role guard
     ended: str = ""  # "", "done", "cancelled", "failed"
+    splicer: Splicer | None = None  # set when the stream opens with a restated opening
 
     @property
     def usable(self) -> bool:
         """Still running, or finished having given a reply: its oracle stands."""
-        return self.ended == "" or (self.ended == "done" and self.emitted)
+        replied = self.splicer.continued if self.splicer is not None else self.emitted
+        return self.ended == "" or (self.ended == "done" and replied)
 
 
 class OracleScheduler:
@@ -163,6 +168,12 @@ class OracleScheduler:
         self._last = st
         self.stats["starts"] += 1
         self.timeline.add(tl.LLM_START, stream=st.sid, prompt=messages[-1]["content"])
+        question = self.conv.current_user_text()
+        opening = restate(question) if cfg.restate else None
+        if opening:
+            st.splicer = Splicer(opening, question)
+            self.timeline.add(tl.RESTATE, stream=st.sid, text=opening)
+            self._pass_on(st, opening)
         st.task = asyncio.get_running_loop().create_task(self._run(st, messages))
 
     def _cancel(self, sid: int, reason: str) -> None:
@@ -187,12 +198,14 @@ class OracleScheduler:
                         self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
                                           ttft_s=round(st.first_token_t - st.started_t, 4))
                     st.text += delta
-                    self._pass_on(st, guard.push(delta))
+                    self._pass_on(st, self._spliced(st, guard.push(delta)))
                     if guard.stopped:
                         break  # closing the stream closes the request, as a cancel does
             if st.sid not in self._live:
                 return
-            self._pass_on(st, guard.flush())
+            self._pass_on(st, self._spliced(st, guard.flush()))
+            if st.splicer is not None:
+                self._pass_on(st, self._spliced(st, "", end=True))
             st.ended = "done"
             self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text,
                               **({"cut": "role marker"} if guard.stopped else {}))
@@ -207,6 +220,21 @@ class OracleScheduler:
             log.warning("oracle LLM stream %d failed: %s", st.sid, e)
         finally:
             self._live.pop(st.sid, None)
+
+    def _spliced(self, st: _Stream, text: str, end: bool = False) -> str:
+        """The reply as the continuation of the stream's opening (as it came when there is none).
+        A reply that gave nothing the opening could go on with ends it with a fallback, so the
+        front-end is not left in the middle of a sentence."""
+        sp = st.splicer
+        if sp is None:
+            return text
+        out = (sp.push(text) if text else "") if not end else sp.flush()
+        if out and sp.replaces and self._adopted == st.sid:
+            self.emit("reset", "")  # the reply could not continue the opening: it replaces it
+            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
+        if end and not sp.continued:
+            return OPENING_FALLBACK
+        return out
 
     def _pass_on(self, st: _Stream, text: str) -> None:
         """Reply text of a stream: the first adopts the stream (a reply that never gets past the

@@ -24,6 +24,7 @@ LLM_CANCEL = "llm_cancel"
 LLM_ADOPT = "llm_adopt"
 LLM_DONE = "llm_done"
 LLM_ERROR = "llm_error"
+RESTATE = "restate"  # a stream opened with the answer's opening restated from the question
 LLM_KEEP = "llm_keep"  # the final transcript kept the stream started from the same words
 ORACLE_RESET = "oracle_reset"
 ORACLE_APPEND = "oracle_append"

@@ -9,6 +9,7 @@ from tandem.scheduler import OracleScheduler, SchedulerConfig
 
 
 def make(srv, **cfg):
+    cfg.setdefault("restate", False)  # the restated opening has its own tests below
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
     emitted: list[tuple[str, str]] = []
@@ -260,4 +261,41 @@ async def test_the_assistant_speaking_over_a_partial_does_not_count_its_words_ag
         sched.on_partial("what is the capital of france")
         sched.check()
         assert sched.stats["starts"] == 2
+        await sched.aclose()
+
+
+async def test_a_stream_opens_with_the_restated_opening_before_the_llm_replies():
+    slow = FakeLLMBehaviour(tokens=["Bangkok", " is", " the", " capital", " of", " Thailand", "."],
+                            first_token_delay_s=0.3)
+    with FakeOpenAIServer(slow) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_final("What is the capital of Thailand?")
+        assert emitted == [("reset", ""), ("append", "The capital of Thailand is")], "at once, before any token"
+        assert timeline.of_kind(tl.RESTATE)[0]["text"] == "The capital of Thailand is"
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert "".join(t for k, t in emitted if k == "append") == "The capital of Thailand is Bangkok."
+        assert [k for k, _ in emitted].count("reset") == 1, "the reply continued the opening"
+        await sched.aclose()
+
+
+async def test_a_reply_that_cannot_continue_the_opening_replaces_it():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["The", " capital", " of", " Thailand", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_final("What is the capital of Thailand?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        last_reset = max(i for i, (k, _) in enumerate(emitted) if k == "reset")
+        assert last_reset > 0
+        assert "".join(t for k, t in emitted[last_reset:] if k == "append") == "The capital of Thailand."
+        await sched.aclose()
+
+
+async def test_an_opening_whose_llm_gives_nothing_ends_with_a_fallback_and_a_final_asks_again():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["user", ":", " hi"])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_partial("What is the capital of Thailand")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        said = "".join(t for k, t in emitted if k == "append")
+        assert said.startswith("The capital of Thailand is") and said.endswith("sorry.")
+        sched.on_final("What is the capital of Thailand?")
+        assert sched.stats["starts"] == 2, "a stream that only said its opening is not kept"
         await sched.aclose()

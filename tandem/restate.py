@@ -1,0 +1,168 @@
+"""The part of an answer that the question already holds, and the LLM's answer spliced onto it.
+
+"What is the capital of Thailand?" is answered "The capital of Thailand is ...": those words can be
+said before any LLM has replied, so the front-end starts the answer itself instead of a filler that
+must end before the answer can begin. `restate` turns a transcribed question into that opening
+(or None when it is not one of the common shapes it knows: then nothing changes); `Splicer` takes
+the LLM's streamed reply and passes it on as the continuation of the opening: unchanged when the
+reply begins with the same words (small LLMs mostly restate the question), otherwise the opening
+followed by the reply's first sentence's new words ("Bangkok is the capital of Thailand." ->
+"The capital of Thailand is Bangkok."), or, when no clean splice exists, the reply as it came (the
+front-end then repairs, as for any newer oracle that disagrees).
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+_LEAD_INS = re.compile(
+    r"^(?:(?:um+|uh+|er+|so|okay|ok|well|hey|hi|alright|quick question|i was wondering|tell me|"
+    r"and|also|oh|hmm+)[\s,]+)+", re.IGNORECASE)
+_POLITE = re.compile(r"^(?:(?:can|could) you tell me|do you know|please tell me|any idea)\s+", re.IGNORECASE)
+_PAST = {"wrote": "written", "painted": "painted", "invented": "invented", "discovered": "discovered",
+         "composed": "composed", "directed": "directed", "founded": "founded", "designed": "designed",
+         "built": "built", "created": "created", "sculpted": "sculpted", "developed": "developed",
+         "sang": "sung"}
+_HOW = "tall|old|long|far|big|deep|high|large|heavy|fast|hot|cold|wide"
+
+_HAVE = {"does": "has", "do": "have", "did": "had"}
+
+
+def _np(text: str) -> str | None:
+    """A noun phrase worth saying: two words at least, not cut off after a preposition."""
+    words = text.split()
+    if len(words) < 2 or words[-1].lower() in {"of", "in", "the", "a", "an", "for", "on", "by", "to", "and"}:
+        return None
+    return text
+
+
+# (pattern over the cleaned question, m -> opening or None); groups keep the question's own casing
+_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None]]] = [
+    (re.compile(r"^what (is|was) (the \w+(?: \w+)+)$", re.I), lambda m: _join(_np(m[2]), m[1].lower())),
+    (re.compile(r"^who (is|was) (the \w+(?: \w+)+)$", re.I), lambda m: _join(_np(m[2]), m[1].lower())),
+    (re.compile(rf"^who ({'|'.join(_PAST)}) (?!(?:it|that|this|them|these|those)$)(.+)$", re.I),
+     lambda m: f"{m[2]} was {_PAST[m[1].lower()]} by"),
+    (re.compile(r"^how many \w+(?: \w+)? (?:are there|were there|are|were)(?: (?:in|on) .+)?$", re.I),
+     lambda m: "There are"),
+    (re.compile(r"^how many \w+(?: \w+)? (does|do|did) (.+?) have$", re.I), lambda m: f"{m[2]} {_HAVE[m[1].lower()]}"),
+    (re.compile(rf"^how (?:{_HOW}) (is|are|was) (.+)$", re.I), lambda m: f"{m[2]} {m[1].lower()}"),
+    (re.compile(r"^where (is|are) (.+)$", re.I), lambda m: f"{m[2]} {m[1].lower()}"),
+]
+
+
+def _join(np_text: str | None, verb: str) -> str | None:
+    return f"{np_text} {verb}" if np_text else None
+
+
+def _clean(question: str) -> str:
+    q = question.strip().rstrip("?.! ").strip()
+    q = _LEAD_INS.sub("", q)
+    q = _POLITE.sub("", q)
+    q = re.sub(r"\b(what|who|where|how)(?:'s)\b", r"\1 is", q, flags=re.IGNORECASE)
+    q = re.sub(r"[,;]", " ", q)
+    return " ".join(q.split())
+
+
+def restate(question: str) -> str | None:
+    """The opening of the answer to `question`, or None. Only complete shapes are restated: a
+    partial transcript that stops after "of" gives None, not "The capital of is"."""
+    q = _clean(question)
+    for pattern, build in _RULES:
+        m = pattern.match(q)
+        if m:
+            out = build(m)
+            return out[0].upper() + out[1:] if out else None
+    return None
+
+
+def _norm_words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
+
+
+_FILLER_WORDS = frozenset(
+    "the a an is was are were of in on at by for to it it's its that this there these those located known as called "
+    "and which who what has have had be been being well so yes actually".split())
+_NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion".split())
+
+
+def splice(opening: str, question: str, reply: str) -> str | None:
+    """`reply` rewritten to continue `opening`; None when no clean splice exists."""
+    ow, rw = _norm_words(opening), _norm_words(reply)
+    if rw[: len(ow)] == ow:
+        return reply
+    m = re.match(r"\s*(.+?[.!?])(\s+.*)?$", reply, re.DOTALL)
+    first, rest = (m.group(1), m.group(2) or "") if m else (reply.strip(), "")
+    known = set(_norm_words(question)) | set(ow) | _FILLER_WORDS
+    tokens = re.findall(r"[A-Za-z0-9][A-Za-z0-9'.,-]*[A-Za-z0-9]|[A-Za-z0-9]", first)
+    spans: list[list[tuple[int, str]]] = []
+    for i, tok in enumerate(tokens):
+        new = any(w not in known for w in _norm_words(tok))
+        if new and spans and spans[-1][-1][0] == i - 1:
+            spans[-1].append((i, tok))
+        elif new:
+            spans.append([(i, tok)])
+    if not spans:
+        return None
+
+    def rank(span: list[tuple[int, str]]) -> int:
+        words = [w for _, t in span for w in _norm_words(t)]
+        if any(w[0].isdigit() or w in _NUMBER_WORDS for w in words):
+            return 0
+        if any(i > 0 and t[0].isupper() for i, t in span):
+            return 1
+        return 2
+    # an answer after the opening's verb ("The square root of 64 is 8.") is preferred to one before
+    # it ("Paris is the capital of France."): numbers before the verb may restate the question's
+    verb = ow[-1] if ow else ""
+    at = max((i for i, t in enumerate(tokens) if t.lower() == verb), default=-1)
+    best = min(spans, key=lambda s: (s[0][0] < at, rank(s), s[0][0]))
+    answer = " ".join(t for _, t in best).rstrip(".,")
+    return f"{opening} {answer}.{rest}"
+
+
+class Splicer:
+    """Streams an LLM reply as the continuation of `opening`, which was passed on already: text is
+    held until it is clear whether the reply begins with the opening (then what follows it passes
+    through) or not (then its first sentence is awaited and spliced). A reply that cannot be spliced
+    replaces the opening: `push`/`flush` then return it whole with `replaces` set, and the caller
+    resets the oracle first."""
+
+    def __init__(self, opening: str, question: str) -> None:
+        self.opening = opening
+        self.question = question
+        self._held = ""
+        self._decided = False
+        self.replaces = False
+        self.continued = False  # some reply text was passed on
+
+    def push(self, text: str) -> str:
+        if self._decided:
+            self.continued = self.continued or bool(text.strip())
+            return text
+        self._held += text
+        ow, hw = _norm_words(self.opening), _norm_words(self._held)
+        complete = bool(re.search(r"[.!?](\s|$)", self._held))
+        if len(hw) > len(ow) and hw[: len(ow)] == ow:
+            return self._release(self._held)
+        if hw and hw[: len(ow)] != ow[: len(hw)] and complete:
+            return self._release(splice(self.opening, self.question, self._held) or self._held)
+        return ""
+
+    def flush(self) -> str:
+        if self._decided or not self._held.strip():
+            return ""
+        return self._release(splice(self.opening, self.question, self._held) or self._held)
+
+    def _release(self, text: str) -> str:
+        self._decided = True
+        self._held = ""
+        n = len(_norm_words(self.opening))
+        words = list(re.finditer(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?", text))
+        if len(words) >= n and [w.group(0).lower() for w in words[:n]] == _norm_words(self.opening):
+            text = text[words[n - 1].end():]  # what follows the opening
+        else:
+            self.replaces = True
+        self.continued = bool(text.strip())
+        return text

@@ -1,0 +1,77 @@
+"""Openings restated from questions, and LLM replies spliced onto them."""
+import pytest
+
+from tandem.restate import Splicer, restate, splice
+
+
+@pytest.mark.parametrize("question, opening", [
+    ("What is the capital of Thailand?", "The capital of Thailand is"),
+    ("what's the capital city of Peru", "The capital city of Peru is"),
+    ("Um, so what is the longest river in Asia?", "The longest river in Asia is"),
+    ("Can you tell me what the capital of Chile is?", None),  # a shape it does not know
+    ("Who wrote War and Peace?", "War and Peace was written by"),
+    ("who invented the light bulb", "The light bulb was invented by"),
+    ("Who was the first woman in space?", "The first woman in space was"),
+    ("How many moons does Mars have?", "Mars has"),
+    ("How many planets are there in the solar system?", "There are"),
+    ("How tall is the Eiffel Tower?", "The Eiffel Tower is"),
+    ("Where is Machu Picchu?", "Machu Picchu is"),
+    ("What is the capital of", None),  # a partial that stops mid-question
+    ("What is the capital?", None),  # too little to say
+    ("Tell me a joke.", None),
+    ("Who wrote it?", None),  # a pronoun: the opening would say nothing
+    ("", None),
+])
+def test_restate(question, opening):
+    assert restate(question) == opening
+
+
+@pytest.mark.parametrize("opening, question, reply, spliced", [
+    ("The capital of Thailand is", "What is the capital of Thailand?", "The capital of Thailand is Bangkok.",
+     "The capital of Thailand is Bangkok."),
+    ("The capital of Thailand is", "What is the capital of Thailand?", "Bangkok is the capital of Thailand.",
+     "The capital of Thailand is Bangkok."),
+    ("The capital of Thailand is", "What is the capital of Thailand?", "Bangkok. It is a big city.",
+     "The capital of Thailand is Bangkok. It is a big city."),
+    ("Mars has", "How many moons does Mars have?", "Mars has two moons, Phobos and Deimos.",
+     "Mars has two moons, Phobos and Deimos."),
+    ("The square root of sixty four is", "What is the square root of sixty four?", "The square root of 64 is 8.",
+     "The square root of sixty four is 8."),
+    ("There are", "How many planets are there in the solar system?", "The solar system has eight planets.",
+     "There are eight."),
+    ("The capital of Thailand is", "What is the capital of Thailand?", "The capital of Thailand.", None),
+])
+def test_splice(opening, question, reply, spliced):
+    assert splice(opening, question, reply) == spliced
+
+
+def test_splicer_passes_what_follows_an_agreeing_opening_as_it_streams():
+    s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
+    out = [s.push(p) for p in ["The", " capital", " of", " Thailand", " is", " Bangkok", "."]] + [s.flush()]
+    assert out[:5] == [""] * 5, "held until it is clear the reply begins with the opening"
+    assert out[5] == " Bangkok", "then released at once, not at the sentence end"
+    assert "".join(out) == " Bangkok." and not s.replaces and s.continued
+
+
+def test_splicer_waits_for_the_first_sentence_of_a_reply_in_another_order():
+    s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
+    out = [s.push(p) for p in ["Bangkok", " is", " the", " capital", " of", " Thailand", ".", " It", " is", " big."]]
+    assert "".join(out[:6]) == ""
+    assert "".join(out) + s.flush() == " Bangkok. It is big." and not s.replaces
+
+
+def test_splicer_flushes_an_unfinished_reply_at_the_end_of_the_stream():
+    s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
+    assert s.push("Bangkok") == ""
+    assert s.flush() == " Bangkok."
+
+
+def test_a_reply_that_cannot_be_spliced_replaces_the_opening():
+    s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
+    out = s.push("The capital of Thailand.") + s.flush()
+    assert out == "The capital of Thailand." and s.replaces
+
+
+def test_an_empty_reply_continues_nothing():
+    s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
+    assert s.flush() == "" and not s.continued
