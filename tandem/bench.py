@@ -8,6 +8,7 @@ in the input signal.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from .metrics import summarize
 from .oracle import DEFAULT_POLICY, make_policy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, find_answer, onset_after, response_gaps, speech_end_of
+from .scheduler import SchedulerConfig
 from .session import SessionConfig
 from .stack import Stack, StackConfig
 
@@ -71,12 +73,29 @@ def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Quest
     return out[:limit] if limit else out
 
 
+# bench-only variants of a mode, compared side by side with it: name -> (mode, scheduler settings)
+MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tandem-no-opening": ("tandem", {"restate": False}),  # no restated opening (tandem/restate.py)
+}
+
+
+def session_config(mode: str) -> SessionConfig:
+    """The session settings of a --modes entry: a mode, or one of MODE_VARIANTS."""
+    base, sched = MODE_VARIANTS.get(mode, (mode, {}))
+    return SessionConfig(mode=base, scheduler=dataclasses.replace(SchedulerConfig(), **sched))
+
+
+def base_mode(mode: str) -> str:
+    return MODE_VARIANTS.get(mode, (mode, {}))[0]
+
+
 def modes_and_policies(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """--modes and --policy as lists, checked before any audio is made."""
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
-        if m not in ("tandem", "frontend", "cascade"):
-            raise TandemError(f"unknown mode {m!r} in --modes")
+        if base_mode(m) not in ("tandem", "frontend", "cascade"):
+            raise TandemError(f"unknown mode {m!r} in --modes (modes: tandem, frontend, cascade; variants: "
+                              f"{', '.join(MODE_VARIANTS)})")
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     for p in policies:
         make_policy(p)  # an unknown name fails before any audio is made
@@ -271,8 +290,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if checkpoint is not None and not Path(checkpoint).exists():
         raise TandemError(f"no checkpoint at {checkpoint}")
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
-    variants = [(m, p) for m in modes for p in (policies if m == "tandem" else [None])]
-    if any(m in ("tandem", "frontend") for m in modes):
+    variants = [(m, p) for m in modes for p in (policies if base_mode(m) == "tandem" else [None])]
+    if any(base_mode(m) in ("tandem", "frontend") for m in modes):
         from . import frontend
 
         frontend.build(getattr(args, "front_end", "compact"), **fe_kwargs)
@@ -297,7 +316,7 @@ def run_bench(args: argparse.Namespace) -> int:
                         rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "variant": label, "policy": policy,
                                                "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
                         try:
-                            res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode),
+                            res = run_session(stack, InputAudio(user, 24000, 1), session_config(mode),
                                               front_end_name=args.front_end, front_end_kwargs=fe_kwargs,
                                               oracle_policy=policy or DEFAULT_POLICY,
                                               meta={"input": str(in_wav), "question_id": q.id})

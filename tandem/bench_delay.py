@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from .audio import InputAudio, write_mono
-from .bench import MemorySampler, Question, load_questions, modes_and_policies, output_dir, plot_latencies, score_run, summarize_runs, write_summary_md
+from .bench import (MemorySampler, Question, base_mode, load_questions, modes_and_policies, output_dir, plot_latencies,
+                    score_run, session_config, summarize_runs, write_summary_md)
 from .errors import TandemError
 from .llm.delay_proxy import DelayProxy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber
-from .session import SessionConfig
 from .stack import Stack, StackConfig
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
     checkpoint = getattr(args, "checkpoint", None)
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
     front_end = getattr(args, "front_end", "compact")
-    if any(m in ("tandem", "frontend") for m in modes):
+    if any(base_mode(m) in ("tandem", "frontend") for m in modes):
         from . import frontend
 
         frontend.build(front_end, **fe_kwargs)  # a missing front-end fails before any audio
@@ -228,10 +228,10 @@ def _one_run(stack: Stack, user: np.ndarray, in_wav: Path, q: Question, mode: st
              policy: str, front_end: str, fe_kwargs: dict[str, Any], out: Path, transcriber: Transcriber) -> dict[str, Any]:
     stem = f"{q.id}.{mode}.d{delay_s:g}"
     rec: dict[str, Any] = {"question_id": q.id, "mode": mode, "variant": cell(mode, delay_s), "llm_delay_s": delay_s,
-                           "llm_rate_tok_s": rate, "policy": policy if mode == "tandem" else None,
+                           "llm_rate_tok_s": rate, "policy": policy if base_mode(mode) == "tandem" else None,
                            "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
     try:
-        res = run_session(stack, InputAudio(user, 24000, 1), SessionConfig(mode=mode), front_end_name=front_end,
+        res = run_session(stack, InputAudio(user, 24000, 1), session_config(mode), front_end_name=front_end,
                           front_end_kwargs=fe_kwargs, oracle_policy=policy,
                           meta={"input": str(in_wav), "question_id": q.id, "llm_delay_s": delay_s})
         paths = {k: out / "timelines" / f"{stem}.{k}" for k in ("json", "png")}

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from .audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
-from .bench import MemorySampler, _median, modes_and_policies, output_dir, read_jsonl, variant_of
+from .bench import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config,
+                    variant_of)
 from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, Word, find_answer, onset_after
-from .session import SessionConfig
 from .stack import Stack, StackConfig
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
     if checkpoint is not None and not Path(checkpoint).exists():
         raise TandemError(f"no checkpoint at {checkpoint}")
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
-    variants = [(m, p) for m in modes for p in (policies if m == "tandem" else [None])]
+    variants = [(m, p) for m in modes for p in (policies if base_mode(m) == "tandem" else [None])]
     out = output_dir(args.out)
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
@@ -340,7 +340,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
                                            "policy": policy, "input_wav": str(in_wav),
                                            "spans": [[round(s.onset, 3), round(s.end, 3)] for s in spans]}
                     try:
-                        res = run_session(stack, InputAudio(user, SAMPLE_RATE, 1), SessionConfig(mode=mode),
+                        res = run_session(stack, InputAudio(user, SAMPLE_RATE, 1), session_config(mode),
                                           front_end_name=args.front_end, front_end_kwargs=fe_kwargs,
                                           oracle_policy=policy or DEFAULT_POLICY,
                                           meta={"input": str(in_wav), "dialogue_id": d.id})

@@ -119,3 +119,18 @@ def test_real_two_question_benchmark(tmp_path):
     tandem = res["summary"]["tandem[prefix]"]
     assert tandem["onset_s_median"] < res["summary"]["cascade"]["onset_s_median"]
     assert (out / "latency.png").exists() and (out / "summary.md").exists()
+
+
+def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
+    import argparse
+
+    from tandem.bench import modes_and_policies, session_config
+    from tandem.errors import TandemError
+
+    c = session_config("tandem-no-opening")
+    assert c.mode == "tandem" and c.scheduler.restate is False
+    assert session_config("tandem").scheduler.restate is True
+    args = argparse.Namespace(modes="tandem,tandem-no-opening,cascade", policy="prefix")
+    assert modes_and_policies(args)[0] == ["tandem", "tandem-no-opening", "cascade"]
+    with pytest.raises(TandemError, match="variants: tandem-no-opening"):
+        modes_and_policies(argparse.Namespace(modes="tandem-nope", policy="prefix"))
