@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from .audio import InputAudio, write_mono
+from .copying import copied_exactly, last_oracle_text
 from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY, make_policy
@@ -197,6 +198,8 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
         "said_text": s["said"],
         "gaps_s": gaps,
         "gap_max_s": max(gaps) if gaps else 0.0,
+        # the last oracle's names and numbers said whole and in order (None: no oracle, or none in it)
+        "copy_exact": copied_exactly(s["said"], last_oracle_text(tl)),
     }
 
 
@@ -220,6 +223,8 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
                              "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok))}
         for key in NUMERIC:
             m[f"{key}_median"] = _median([r.get(key) for r in ok])
+        judged = [r["copy_exact"] for r in ok if r.get("copy_exact") is not None]
+        m["copy_exact"] = f"{sum(judged)}/{len(judged)}" if judged else None
         m["late_p99_ms_max"] = max([r.get("late_p99_ms", 0.0) for r in ok], default=None)
         m["final_latency_s_max"] = max([r["final_latency_s"] for r in ok if r.get("final_latency_s") is not None], default=None)
         out[mode] = m
@@ -230,7 +235,7 @@ def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any])
     keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
             "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
             "tts_first_audio_s_median", "starts_median", "cancels_median", "oracle_tokens_fed_median",
-            "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "late_p99_ms_max", "deadline_misses"]
+            "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "copy_exact", "late_p99_ms_max", "deadline_misses"]
     modes = list(summary)
     lines = ["| measure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
     for k in keys:

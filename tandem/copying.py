@@ -10,6 +10,7 @@ langua age spoken" or "Tushteer tcresh" fail, a repair followed by the right wor
 from __future__ import annotations
 
 import re
+from typing import Any
 
 NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -64,3 +65,13 @@ def exact_pct(pairs: list[tuple[str, str]]) -> tuple[float | None, int]:
     """(percentage of (said, oracle) pairs copied exactly over those with key words, that count)."""
     judged = [v for v in (copied_exactly(s, o) for s, o in pairs) if v is not None]
     return (round(100 * sum(judged) / len(judged), 1) if judged else None), len(judged)
+
+
+def last_oracle_text(timeline: dict[str, Any]) -> str:
+    """The text handed to the front-end since the last oracle reset: the oracle it was left with."""
+    text = ""
+    events = sorted((e for e in timeline["events"] if e["kind"] in ("oracle_reset", "oracle_append")),
+                    key=lambda e: e["t"])
+    for e in events:
+        text = "" if e["kind"] == "oracle_reset" else text + e.get("text", "")
+    return text

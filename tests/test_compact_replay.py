@@ -68,7 +68,7 @@ def test_replay_reproduces_what_the_session_said(fe):
 
 
 def test_copy_exactness_of_a_replay_judges_the_last_oracle_against_what_was_said(fe):
-    from tandem.frontends.compact.replay import last_oracle_text
+    from tandem.copying import last_oracle_text
 
     partials = [(0.5, "What is"), (1.3, "What is the capital of France"), (1.9, "What is the capital of France?")]
     rec = record_session(fe, partials, [1.0] * 20 + [0.02] * 50, (14, "The capital of France is Paris."),

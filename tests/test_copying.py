@@ -34,3 +34,14 @@ def test_exact_pct_counts_only_judged_pairs():
     pct, n = exact_pct([("Paris.", "It is Paris."), ("Par is.", "It is Paris."), ("Fine.", "I am fine.")])
     assert (pct, n) == (50.0, 2)
     assert exact_pct([]) == (None, 0)
+
+
+def test_the_last_oracle_is_the_text_appended_since_the_last_reset():
+    from tandem.copying import last_oracle_text
+
+    ev = [{"kind": "oracle_reset", "t": 1.0}, {"kind": "oracle_append", "t": 1.0, "text": "It is Rome."},
+          {"kind": "assistant_text", "t": 1.5, "text": "It"},
+          {"kind": "oracle_reset", "t": 2.0}, {"kind": "oracle_append", "t": 2.0, "text": "The capital is"},
+          {"kind": "oracle_append", "t": 2.5, "text": " Paris."}]
+    assert last_oracle_text({"events": ev}) == "The capital is Paris."
+    assert last_oracle_text({"events": []}) == ""

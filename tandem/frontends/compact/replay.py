@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...copying import copied_exactly
+from ...copying import copied_exactly, last_oracle_text
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
 from ...frontend import UserFrame, speaking
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
@@ -142,14 +142,6 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     recorded = " ".join(t for t in tl["frames"].get("text", []) if t)
     return ReplayResult(name=name, tokens=tokens, said=" ".join(texts), turn_frame=turn,
                         recorded_said=recorded, inputs=inp, timeline=tl)
-
-
-def last_oracle_text(tl: dict[str, Any]) -> str:
-    """The text handed to the front-end since the last oracle reset: the oracle it was left with."""
-    text = ""
-    for e in sorted((e for e in tl["events"] if e["kind"] in (ORACLE_RESET, ORACLE_APPEND)), key=lambda e: e["t"]):
-        text = "" if e["kind"] == ORACLE_RESET else text + e.get("text", "")
-    return text
 
 
 def said_answer(said: str, answers: list[str]) -> bool:
