@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the simulated oracles are fed (the model is trained on both)")
     e.add_argument("--late-first-oracle", type=float, default=0.0, metavar="P",
                    help="share of turns whose first oracle comes as late as on the real stack (a harder variant)")
+    e.add_argument("--no-word-cursor", action="store_true",
+                   help="decode without completing copied oracle words from the oracle (to measure the cursor)")
 
     rp = sub.add_parser("replay", help="recorded timelines through compact checkpoints, offline (no Listener, LLM or voice)")
     rp.add_argument("timelines", type=Path, nargs="+", help="timeline JSON files (from run, bench or serve --record)")
@@ -97,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--oracle-policy", default=None, choices=sorted(POLICIES),
                     help="feed the recorded oracle text with this policy (default: the one each timeline recorded)")
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
+    rp.add_argument("--no-word-cursor", action="store_true",
+                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
 
     b = sub.add_parser("bench", help="spoken questions (or dialogues) through the modes, with latency figures")
     what = b.add_mutually_exclusive_group(required=True)
@@ -280,7 +284,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if not 0.0 <= args.late_first_oracle <= 1.0:
         raise TandemError("--late-first-oracle is a share between 0 and 1")
     res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy,
-                      late_first_oracle_p=args.late_first_oracle), **step_times(model), "checkpoint_meta": meta}
+                      late_first_oracle_p=args.late_first_oracle, word_cursor=not args.no_word_cursor),
+           **step_times(model), "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:
@@ -309,6 +314,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report = {}
     for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
         fe = CompactFrontEnd(ck)
+        fe.word_cursor = not args.no_word_cursor
         results = [replay(tl, fe, name, policy=args.oracle_policy) for name, tl in timelines]
         print(f"== {ck}")
         for r in results:

@@ -68,10 +68,11 @@ def exact_pct(pairs: list[tuple[str, str]]) -> tuple[float | None, int]:
 
 
 def last_oracle_text(timeline: dict[str, Any]) -> str:
-    """The text handed to the front-end since the last oracle reset: the oracle it was left with."""
-    text = ""
+    """The text handed to the front-end since the last oracle reset: the oracle it was left with.
+    A session hands the oracle over in whole words (`oracle_append` text without the spaces between)."""
+    parts: list[str] = []
     events = sorted((e for e in timeline["events"] if e["kind"] in ("oracle_reset", "oracle_append")),
                     key=lambda e: e["t"])
     for e in events:
-        text = "" if e["kind"] == "oracle_reset" else text + e.get("text", "")
-    return text
+        parts = [] if e["kind"] == "oracle_reset" else parts + [e.get("text", "")]
+    return " ".join(" ".join(parts).split())

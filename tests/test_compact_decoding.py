@@ -60,3 +60,34 @@ def test_no_second_reply_after_the_model_stopped():
     assert ts.choose(frame(0.8), 0.02) == WORD  # the reply, by the model's own choice
     later = [ts.choose(frame(0.2), 0.02) for _ in range(60)]
     assert later == [PAD] * 60, "after its reply the model is greedy: small chances never add up to a new one"
+
+
+def _cursor_cache(oracle: list[int], last_src: int, weight: float) -> dict[str, torch.Tensor]:
+    """A one-row cache whose oracle frames 0.. hold `oracle`, right after a step whose `prev` was
+    copied from frame `last_src` with the pointer's weight `weight`."""
+    n = 8
+    slot_pos = torch.full((1, n), -1, dtype=torch.long)
+    ora = torch.zeros(1, n, dtype=torch.long)
+    for f, t in enumerate(oracle):
+        slot_pos[0, f], ora[0, f] = f, t
+    return {"slot_pos": slot_pos, "oracle": ora, "last_src": torch.tensor([last_src]),
+            "copied_w": torch.tensor([weight])}
+
+
+def test_the_word_cursor_completes_a_copied_word_from_the_oracle():
+    from tandem.frontends.compact.decoding import CompactState, word_rest
+
+    P, ORT, UG, AL, IS = 40, 41, 42, 43, 44  # "▁P ort ug al ▁is"
+    st = CompactState.new(lambda text: [], starts_word=lambda t: t in (P, IS))
+    st.prev = P
+    assert word_rest(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st) == ORT, "the word goes on"
+    st.prev = AL
+    assert word_rest(_cursor_cache([P, ORT, UG, AL, IS], 3, 0.9), 0, st) is None, "the next piece starts a word"
+    st.prev = UG
+    assert word_rest(_cursor_cache([P, ORT, UG], 2, 0.9), 0, st) is None, "not fed yet"
+    assert word_rest(_cursor_cache([P, ORT, UG, AL], 2, 0.1), 0, st) is None, "the pointer was not on it"
+    st.prev = PAD
+    assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st) is None, "nothing was said"
+    st2 = CompactState.new(lambda text: [])
+    st2.prev = P
+    assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st2) is None, "no cursor without the tokenizer"

@@ -42,6 +42,6 @@ def test_the_last_oracle_is_the_text_appended_since_the_last_reset():
     ev = [{"kind": "oracle_reset", "t": 1.0}, {"kind": "oracle_append", "t": 1.0, "text": "It is Rome."},
           {"kind": "assistant_text", "t": 1.5, "text": "It"},
           {"kind": "oracle_reset", "t": 2.0}, {"kind": "oracle_append", "t": 2.0, "text": "The capital is"},
-          {"kind": "oracle_append", "t": 2.5, "text": " Paris."}]
+          {"kind": "oracle_append", "t": 2.5, "text": "Paris."}]  # whole words, as a session hands them
     assert last_oracle_text({"events": ev}) == "The capital is Paris."
     assert last_oracle_text({"events": []}) == ""

@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from ..oracle import OracleStream, make_policy
-from .synth import Turn, other_reply, wrong_version
+from .synth import Turn, opening_of, other_reply, wrong_version
 
 FPS = 12.5
 TIER_THRESHOLDS = (0.5, 0.65, 0.8, 0.95, 0.99)  # a share heard above the k-th threshold is tier k + 1
@@ -45,7 +45,7 @@ HINT_P_TRUE = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)  # tier -> chance the simulated pr
 FINAL_TIER = len(TIER_THRESHOLDS) + 1  # the event from the final transcript
 OTHER_TIER = -1  # the random variant: another dialogue's reply
 REAL_FIRST_ORACLE_S = (1.05, 1.6)  # seconds after the user starts (27 dev questions: median 1.33 s)
-SCENARIOS = ("normal", "late", "replaced", "never", "early_only")
+SCENARIOS = ("normal", "late", "replaced", "never", "early_only", "opening")
 Range = tuple[float, float]
 
 
@@ -154,6 +154,11 @@ def turn_events(rng: random.Random, turn: Turn, recipe: OracleRecipe = KAME, hel
     elif scenario == "replaced":  # a wrong answer from the final transcript, then the right one
         ev.append(OracleEvent(final_t, wrong_version(rng, turn.reply, heldout), FINAL_TIER))
         ev.append(OracleEvent(final_t + rng.uniform(0.5, 2.0), turn.reply, FINAL_TIER))
+    elif scenario == "opening":  # the back-end's restated opening at the end of speech, the reply later
+        opening = opening_of(turn)
+        if opening is not None:
+            ev.append(OracleEvent(turn.end + rng.uniform(-0.3, 0.1), opening, FINAL_TIER))
+        ev.append(OracleEvent(final_t + rng.uniform(0.3, 2.0), turn.reply, FINAL_TIER))
     else:
         raise ValueError(f"unknown oracle scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
     return shift_events(rng, ev, turn, recipe) if recipe.augment else ev

@@ -218,6 +218,16 @@ def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None
     return d
 
 
+def opening_of(turn: Turn) -> str | None:
+    """The words of the reply before its answer ("The capital of Xa is" for "The capital of Xa is
+    Yb."), as the back-end restates them from the question; None when the answer comes first or
+    the opening is a single word."""
+    if not turn.answer or turn.answer not in turn.reply:
+        return None
+    opening = turn.reply[: turn.reply.index(turn.answer)].strip()
+    return opening if len(opening.split()) >= 2 else None
+
+
 def other_reply(rng: random.Random, heldout: bool) -> str:
     """A reply from another dialogue: an oracle that guessed without knowing the question."""
     return make_turn_text(rng, heldout)[2]

@@ -18,6 +18,12 @@ the user's voice stops, the chance that the model would have started by now,
 median of the sampled start time, decided without randomness. It is armed by the user's speech and
 disarmed by the model's first word, so it never restarts a reply the model ended, and it is reset
 whenever the user speaks again, so pauses inside a turn start from zero.
+
+Copying a word cannot garble it (`word_rest`): once the model has copied the first piece of an oracle
+word (the pointer put at least COPY_CURSOR_WEIGHT on the frame it came from), the rest of that word's
+pieces are read from the oracle frames after it, one per frame, as the teacher always says them. The
+model decides where to start and whether to go on at each word boundary; within a word it cannot lose
+its place ("Port ugal", "pres ident" were a piece generated as the start of a new word).
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from .tokenizer import END, PAD
 
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
+COPY_CURSOR_WEIGHT = 0.25  # the pointer's weight on a copied piece's frame for the rest of its word to follow
 MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
 
 
@@ -92,10 +99,12 @@ class CompactState:
     looping: bool = False  # a loop was cut: silence until the model itself chooses silence
     loops_stopped: int = 0
     emitted: deque[int] = field(default_factory=lambda: deque(maxlen=4096))  # recent tokens, for inspection
+    starts_word: Callable[[int], bool] | None = None  # the tokenizer's; None: no word cursor (`word_rest`)
 
     @classmethod
-    def new(cls, encode: Callable[[str], list[int]]) -> "CompactState":
-        return cls(UserTokenQueue(encode, PAD))
+    def new(cls, encode: Callable[[str], list[int]], starts_word: Callable[[int], bool] | None = None
+            ) -> "CompactState":
+        return cls(UserTokenQueue(encode, PAD), starts_word=starts_word)
 
     def hear(self, transcript: str) -> tuple[int, int]:
         """This frame's two user tokens, from the transcript as the Listener hears it now."""
@@ -151,4 +160,21 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         user[r, 0], user[r, 1] = x.user
         vad[r], oracle[r], prev[r] = vad_bucket(x.vad_prob), x.oracle, st.prev
     logp = model.step(cache, user, vad, oracle, prev)
-    return [st.decide(logp[r], x.vad_prob, x.forced) for r, st, x in zip(rows, states, inputs)]
+    out = []
+    for r, st, x in zip(rows, states, inputs):
+        forced = x.forced if x.forced is not None else word_rest(cache, r, st)
+        out.append(st.decide(logp[r], x.vad_prob, forced))
+    return out
+
+
+def word_rest(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> int | None:
+    """The next piece of the oracle word whose last piece the model just copied (row `r` of `cache`,
+    right after `model.step`), or None: the word is complete, the piece was not copied, the next
+    one has not been fed yet, or `st` has no word cursor."""
+    if st.starts_word is None or st.prev <= END or float(cache["copied_w"][r]) < COPY_CURSOR_WEIGHT:
+        return None
+    hit = torch.nonzero(cache["slot_pos"][r] == int(cache["last_src"][r]) + 1)
+    if not len(hit):
+        return None
+    tok = int(cache["oracle"][r, int(hit[0, 0])])
+    return tok if tok > END and not st.starts_word(tok) else None

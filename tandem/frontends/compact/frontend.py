@@ -141,9 +141,11 @@ class CompactFrontEnd:
         self.mouth = Mouth(self.tokenizer, whole_words, tts)
         self.reset()
 
+    word_cursor = True  # complete a copied oracle word from the oracle (decoding.word_rest); off to compare
+
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
-        self.state = CompactState.new(self.tokenizer.encode)
+        self.state = CompactState.new(self.tokenizer.encode, self.tokenizer.starts_word if self.word_cursor else None)
         self.mouth.reset()
 
     # what tests, replay and the scheduler read of a session

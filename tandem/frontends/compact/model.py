@@ -177,6 +177,7 @@ class CompactLM(nn.Module):
             "pos": torch.zeros(batch, dtype=torch.long),
             "last_src": torch.full((batch,), -1, dtype=torch.long),  # frame copied last
             "attn": torch.zeros(batch, c.window),  # the pointer's attention at the previous step
+            "copied_w": torch.zeros(batch),  # the pointer's weight on the frame `prev` was copied from (0: not copied)
         }
 
     @staticmethod
@@ -189,6 +190,7 @@ class CompactLM(nn.Module):
         state["pos"][b] = 0
         state["last_src"][b] = -1
         state["attn"][b].zero_()
+        state["copied_w"][b] = 0.0
 
     @torch.no_grad()
     def step(self, state: dict[str, torch.Tensor], user, vad, oracle, prev) -> torch.Tensor:
@@ -199,7 +201,9 @@ class CompactLM(nn.Module):
         # `prev` was copied from the oracle frame the pointer favoured among those holding it
         match = state["attn"] * ((state["oracle"] == prev[:, None]) & (prev[:, None] > END))
         best = match.argmax(-1)
-        copied = match.gather(1, best[:, None])[:, 0] > 0
+        weight = match.gather(1, best[:, None])[:, 0]
+        copied = weight > 0
+        state["copied_w"].copy_(weight)
         # state is updated in place: a caller may step a view of a larger batched state
         state["last_src"].copy_(torch.where(copied, state["slot_pos"].gather(1, best[:, None])[:, 0], state["last_src"]))
         state["slot_pos"].scatter_(1, slot[:, None], pos[:, None])

@@ -6,6 +6,7 @@ import random
 import re
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -15,19 +16,20 @@ from ...frontends.compact.decoding import CompactState, FrameInput, step
 from ...frontends.compact.model import CompactLM
 from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
 from ...oracle import DEFAULT_POLICY
-from ..synth import make_dialogue
+from ..synth import make_dialogue, opening_of
 from .data import DECISION_DELAY, Example, build_compact_example
 
 ONSET_FRAMES = 4
 MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent to test a missed turn
 
 
-def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0)) -> np.ndarray:
+def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0),
+               starts_word: Callable[[int], bool] | None = None) -> np.ndarray:
     """Decode one example in streaming mode through the front-end's own `decoding.step` (greedy, with
     `TurnStart` and the loop guard); returns the output token per frame. Frames in `silent` are
     forced to PAD, as if the model had chosen silence there."""
     cache = model.new_state(1)
-    state = CompactState.new(lambda text: [])  # the example's user stream is already tokenised
+    state = CompactState.new(lambda text: [], starts_word)  # the example's user stream is already tokenised
     out = np.zeros(len(ex.target), np.int64)
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
@@ -36,12 +38,12 @@ def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: ra
     return out
 
 
-def recovers_from_a_missed_turn(model: CompactLM, ex: Example) -> bool:
+def recovers_from_a_missed_turn(model: CompactLM, ex: Example, starts_word: Callable[[int], bool] | None = None) -> bool:
     """With its first MISSED_FRAMES frames after the end of speech forced silent (a live model that
     let its moment pass, as greedy decoding on real input sometimes does), does it still take the
     turn within ONSET_FRAMES frames after that? A model that never saw itself late goes silent."""
     end = ex.turns[0].end_frame
-    out = run_greedy(model, ex, True, silent=range(end + 1, end + 1 + MISSED_FRAMES))
+    out = run_greedy(model, ex, True, silent=range(end + 1, end + 1 + MISSED_FRAMES), starts_word=starts_word)
     after = out[end + 1 + MISSED_FRAMES: end + 1 + MISSED_FRAMES + ONSET_FRAMES]
     return bool(np.any(after > END))
 
@@ -65,8 +67,8 @@ class TurnResult:
 
 
 def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answers: list[str | None],
-                     oracle_on: bool = True) -> list[TurnResult]:
-    out = run_greedy(model, ex, oracle_on)
+                     oracle_on: bool = True, word_cursor: bool = True) -> list[TurnResult]:
+    out = run_greedy(model, ex, oracle_on, starts_word=tok.starts_word if word_cursor else None)
     speaking = out > END
     results = []
     for ti, info in enumerate(ex.turns):
@@ -91,24 +93,29 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
 
 
 def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False,
-             policy: str = DEFAULT_POLICY, late_first_oracle_p: float = 0.0) -> dict:
+             policy: str = DEFAULT_POLICY, late_first_oracle_p: float = 0.0, word_cursor: bool = True) -> dict:
     """`late_first_oracle_p`: the share of turns whose first oracle comes as late as on the real
-    stack (about 1.3 s after the user starts), a harder variant of the held-out set."""
+    stack (about 1.3 s after the user starts), a harder variant of the held-out set. `word_cursor`:
+    decode with the word cursor (`decoding.word_rest`), as the front-end does; off to measure it."""
     from tqdm import tqdm
 
     rng = random.Random(seed)
-    rows: dict[str, list[TurnResult]] = {"normal": [], "replaced": [], "never": [], "all": []}
+    rows: dict[str, list[TurnResult]] = {"normal": [], "replaced": [], "never": [], "opening": [], "all": []}
     recovered: list[bool] = []
-    for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False)):
+    for scenario, count, oracle_on in (("normal", n, True), ("replaced", max(20, n // 2), True), ("never", max(20, n // 4), False),
+                                        ("opening", max(20, n // 2), True)):
         for _ in tqdm(range(count), desc=f"eval {scenario}", disable=not progress):
             d = make_dialogue(rng, heldout=True, n_turns=1)
+            while scenario == "opening" and opening_of(d.turns[0]) is None:  # only replies with an opening
+                d = make_dialogue(rng, heldout=True, n_turns=1)
             ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy,
                                        late_first_oracle_p=late_first_oracle_p)
-            res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on)
+            res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on, word_cursor)
             rows[scenario] += res
-            rows["all"] += res
+            if scenario != "opening":  # the figures kept from before it was added stay comparable
+                rows["all"] += res
             if scenario == "normal":
-                recovered.append(recovers_from_a_missed_turn(model, ex))
+                recovered.append(recovers_from_a_missed_turn(model, ex, tok.starts_word if word_cursor else None))
     allr = rows["all"]
     onset = [r.onset_frames for r in allr]
     never = rows["never"]
@@ -118,6 +125,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         return round(100 * np.mean([r.answer_said for r in rs]), 1) if rs else None
     return {
         "oracle_policy": policy,
+        "word_cursor": word_cursor,
         "late_first_oracle_p": late_first_oracle_p,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
@@ -133,6 +141,12 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "copy_exact_pct": _pct([r.copy_exact for r in rows["normal"] + rows["replaced"] if r.copy_exact is not None]),
         "copy_exact_turns": sum(r.copy_exact is not None for r in rows["normal"] + rows["replaced"]),
         "answer_cut_off_turns": sum(bool(r.answer) and not r.answer_delivered for r in rows["normal"] + rows["replaced"]),
+        # the back-end's restated opening first ("The capital of Xa is"), the whole reply 0.3-2 s after
+        # the final: the answer said, with no repair, and the opening's time to the first word
+        "opening_answer_pct": answer_pct(rows["opening"], True),
+        "opening_repaired_pct": _pct([" sorry" in f" {r.said.lower()}" for r in rows["opening"]]),
+        "opening_onset_within_4_frames_pct": _pct([r.onset_frames is not None and r.onset_frames <= ONSET_FRAMES
+                                                   for r in rows["opening"]]),
         "no_oracle_nonempty_pct": round(100 * np.mean([bool(r.said.strip()) for r in never]), 1),
         "no_oracle_stops_pct": round(100 * np.mean([r.stopped for r in never]), 1),
         "no_oracle_median_words": float(np.median([len(r.said.split()) for r in never])),
