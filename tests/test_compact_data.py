@@ -159,3 +159,54 @@ def test_teacher_carries_on_when_the_newer_oracle_agrees_with_what_was_said(tok)
     old_ids, new_ids = tok.encode(old), tok.encode(new)
     clash = next(k for k, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b)
     assert _first_frame_of(tok, target, "Fl") >= 18 + 1 + clash
+
+
+def test_the_teacher_talks_through_a_backchannel_and_stops_for_an_interruption(tok):
+    from tandem.train.compact.data import INTERRUPT_YIELD_FRAMES
+
+    for kind in ("backchannel", "interruption"):
+        checked = 0
+        rng = random.Random(11)
+        for _ in range(40):
+            d = make_dialogue(rng, n_turns=2, talk_over_p=1.0, talk_over_kind=kind)
+            assert d.turns[1].over and (d.turns[1].kind == "backchannel") == (kind == "backchannel")
+            ex = build_compact_example(rng, tok, dialogue=d, scenario="normal", policy="prefix")
+            on, end = ex.turns[1].start_frame, ex.turns[1].end_frame
+            spoke = ex.target > END
+            checked += 1
+            if kind == "backchannel":
+                assert ex.turns[1].reply_start is None, "a backchannel gets no reply of its own"
+                assert not (ex.target[on: end + 12] == END).any(), "the reply goes on through it"
+            else:
+                assert ex.target[on + INTERRUPT_YIELD_FRAMES] == END, "the model's yield"
+                assert not spoke[on + INTERRUPT_YIELD_FRAMES: end + 1].any(), "silent while the user goes on"
+                assert ex.turns[1].reply_start is not None and ex.turns[1].reply_start > end, "then answers"
+        assert checked >= 10, kind
+
+
+def test_a_backchannel_turn_gets_no_oracle():
+    from tandem.train.oracles import COMPACT, dialogue_events
+
+    d = make_dialogue(random.Random(3), n_turns=2, talk_over_p=1.0, talk_over_kind="backchannel")
+    events = dialogue_events(random.Random(0), d.turns, COMPACT)
+    assert events[1].scenario == "backchannel" and events[1].events == []
+    assert events[0].events, "the question before it still has its oracles"
+
+
+def test_the_opening_scenario_sends_the_restated_opening_then_the_reply(tok):
+    from tandem.train.oracles import COMPACT, turn_events
+    from tandem.train.synth import opening_of
+
+    rng = random.Random(5)
+    for _ in range(50):
+        d = make_dialogue(rng, n_turns=1)
+        opening = opening_of(d.turns[0])
+        if opening is None:
+            continue
+        ev = turn_events(rng, d.turns[0], COMPACT, scenario="opening")
+        texts = [e.text for e in ev]
+        assert opening in texts and texts[-1] == d.turns[0].reply
+        assert texts.index(opening) < len(texts) - 1
+        assert d.turns[0].reply.startswith(opening)
+        return
+    raise AssertionError("no dialogue with an opening")

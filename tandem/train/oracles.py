@@ -73,7 +73,7 @@ class OracleRecipe:
 KAME = OracleRecipe()
 COMPACT = OracleRecipe(
     hint="ramp", random_variant_p=0.0, llm_latency_s=(0.08, 0.35), final_after_s=(0.47, 0.6),
-    scenarios={"normal": 0.55, "late": 0.12, "replaced": 0.15, "never": 0.08, "early_only": 0.10},
+    scenarios={"normal": 0.45, "late": 0.12, "replaced": 0.13, "never": 0.08, "early_only": 0.10, "opening": 0.12},
     shift_weights=(3, 1, 1), whole_frames=False, not_before_start_s=0.2, cut_p=0.1)
 
 
@@ -187,6 +187,9 @@ def dialogue_events(rng: random.Random, turns: list[Turn], recipe: OracleRecipe 
     random_variant = bool(recipe.random_variant_p) and rng.random() < recipe.random_variant_p
     out = []
     for turn in turns:
+        if turn.kind == "backchannel":  # the back-end starts no oracle for a backchannel
+            out.append(TurnOracles("backchannel", []))
+            continue
         sc = scenario or choose_scenario(rng, recipe)
         out.append(TurnOracles(sc, turn_events(rng, turn, recipe, heldout, sc, random_variant)))
     return out

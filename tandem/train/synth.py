@@ -112,6 +112,8 @@ LEAD_INS = ["I'm planning a trip.", "I have a quiz tomorrow.", "My kid asked me 
 OPENERS = ["Let me think.", "Well, good question.", "Okay, let me see.", "Right, so."]
 FALLBACKS = ["Sorry, I am not sure about that.", "I don't know that one, sorry.", "Well, I am not certain."]
 REPAIR = "sorry,"
+BACKCHANNELS = ["mm-hmm", "uh-huh", "yeah", "okay", "right", "I see", "yes", "mm", "sure", "got it"]
+BACKCHANNEL_S = (0.2, 0.6)  # how long one lasts (said as one word: "mm-hmm", "I see")
 CHARS_PER_S_USER = (11.0, 17.0)  # speaking-rate range for user turns
 
 
@@ -127,8 +129,9 @@ class Turn:
     words: list[Word]  # user words with times (seconds from dialogue start)
     text: str  # the clean transcript, with its end punctuation
     reply: str  # the assistant's true reply
-    kind: str  # "question" | "small_talk" | "statement"
+    kind: str  # "question" | "small_talk" | "statement" | "backchannel"
     answer: str | None = None  # the entity or number the reply hinges on (questions only)
+    over: bool = False  # spoken over the assistant's previous reply (an interruption or a backchannel)
 
     @property
     def start(self) -> float:
@@ -204,14 +207,31 @@ def reply_duration(reply: str) -> float:
     return len(reply) * 0.068 + 0.3  # hibari's pace, measured: about 0.068 s per character
 
 
-def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None = None) -> Dialogue:
+def make_dialogue(rng: random.Random, heldout: bool = False, n_turns: int | None = None, talk_over_p: float = 0.0,
+                  talk_over_kind: str | None = None) -> Dialogue:
+    """`talk_over_p`: the chance that a turn after the first is spoken over the assistant's reply to
+    the previous one: a backchannel ("mm-hmm", the reply goes on) or an interruption (a new turn,
+    the reply stops), half each unless `talk_over_kind` names one."""
     n = n_turns or rng.choice([1, 1, 2, 2, 3])
     d = Dialogue()
     t = rng.uniform(0.3, 1.5)
-    for _ in range(n):
+    for i in range(n):
+        interrupting = False
+        if i > 0 and talk_over_p > 0 and rng.random() < talk_over_p:
+            prev = d.turns[-1]
+            reply_s = reply_duration(prev.reply)
+            onset = prev.end + 0.3 + rng.uniform(0.6, max(0.7, 0.75 * reply_s))
+            kind = talk_over_kind or rng.choice(["backchannel", "interruption"])
+            if kind == "backchannel":
+                text = rng.choice(BACKCHANNELS)
+                words = [Word(text + ".", onset, onset + rng.uniform(*BACKCHANNEL_S))]
+                d.turns.append(Turn(words, text[0].upper() + text[1:] + ".", "", "backchannel", over=True))
+                t = max(t, words[-1].end + rng.uniform(0.3, 2.0))  # the reply goes on; the next turn after it
+                continue
+            t, interrupting = onset, True
         spoken, clean, reply, kind, answer = make_turn_text(rng, heldout)
         words = time_words(rng, spoken, t)
-        d.turns.append(Turn(words, clean, reply, kind, answer))
+        d.turns.append(Turn(words, clean, reply, kind, answer, over=interrupting))
         t = words[-1].end + 0.3 + reply_duration(reply) + rng.uniform(0.3, 2.0)
     # room after the last turn for a late oracle, a replaced answer or a fallback, and the silence after
     d.duration = max(t, d.turns[-1].end + 2 * reply_duration(d.turns[-1].reply) + 5.0)

@@ -18,15 +18,20 @@ from typing import Callable
 import numpy as np
 
 from ...frontends.compact.streams import UserTokenQueue, vad_bucket
-from ...frontends.compact.tokenizer import PAD, START, CompactTokenizer
+from ...frontends.compact.tokenizer import END, PAD, START, CompactTokenizer
 from ..oracles import COMPACT, FPS, dialogue_events, event_frame, feed, schedule
 from ..synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue
 
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
 LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
-LATE_START_MAX = 6  # frames; a live model that let its moment pass must still take the turn, not fall silent
-TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}  # the model learns both ways of feeding newer oracles
+LATE_START_MAX = 6
+TALK_OVER_P = 0.3  # training only: turns after the first spoken over the reply (backchannels, interruptions)  # frames; a live model that let its moment pass must still take the turn, not fall silent
+TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}
+# frames of the user's speech over a reply after which the teacher yields to an interruption: END,
+# the model's "I stop" (the voice drops what it still had to say), then silence. A backchannel
+# ("mm-hmm", 0.2-0.6 s) is over by then, and the reply goes on through it (no END)
+INTERRUPT_YIELD_FRAMES = 9  # the model learns both ways of feeding newer oracles
 
 # (content ids of an oracle, index j, frame f) -> the latest frame <= f at which content token j of
 # that oracle was fed (with everything before it), or None while it has not been fed (by the current
@@ -222,7 +227,7 @@ class _Teacher:
 def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
                           dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
                           policy: str | None = None, late_start_p: float = 0.0,
-                          late_first_oracle_p: float = 0.0) -> Example:
+                          late_first_oracle_p: float = 0.0, talk_over_p: float = 0.0) -> Example:
     """One training example of the compact recipe. `late_start_p`: the share of turns whose reply
     starts 1..LATE_START_MAX frames after the usual decision frame, with the silent frames in between
     left out of the loss. The teacher always starts on time, so without these a model that once
@@ -232,7 +237,7 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
 
     The order of the random draws (dialogue, policy, VAD, partials, oracle events, cut streams,
     teacher) is the recipe's data: the shipped checkpoint was trained and is evaluated on it."""
-    d = dialogue or make_dialogue(rng, heldout)
+    d = dialogue or make_dialogue(rng, heldout, talk_over_p=talk_over_p)
     policy = policy or rng.choices(list(TRAIN_POLICIES), weights=list(TRAIN_POLICIES.values()))[0]
     n = min(max_frames, int(math.ceil(d.duration * FPS)) + 1)
     vad, speech = _vad(rng, d, n)
@@ -252,8 +257,12 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
     weight = np.ones(n, np.float32)
     teacher = _Teacher(tok, rng)
     for ti, info in enumerate(infos):
+        if d.turns[ti].kind == "backchannel":
+            continue  # nothing to answer: the reply it was said over goes on
         start = info.end_frame + DECISION_DELAY
-        stop = infos[ti + 1].start_frame if ti + 1 < len(infos) else n  # the user speaks again: stop
+        nxt = next((k for k in range(ti + 1, len(infos)) if d.turns[k].kind != "backchannel"), None)
+        # the user speaks again: stop (after a while if they talk over the reply: it might be a backchannel)
+        stop = n if nxt is None else infos[nxt].start_frame + (INTERRUPT_YIELD_FRAMES if d.turns[nxt].over else 0)
         if late_start_p and rng.random() < late_start_p:
             late = min(rng.randint(1, LATE_START_MAX), max(0, min(stop, n) - start - 1))
             weight[start:start + late] = 0.0
@@ -262,6 +271,8 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
             continue
         vis = [(ev.frame, ev.ids) for ev in fed.events if ev.turn == ti]
         info.reply_start = teacher.run(target, src, start, min(stop, n), vis, fed.visible, fed.visible_before)
+        if nxt is not None and d.turns[nxt].over and stop < n:
+            target[stop] = END
     return Example(user, vad.astype(np.float32), fed.tokens, target, speech, infos, src, policy, weight)
 
 

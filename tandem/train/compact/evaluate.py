@@ -116,6 +116,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
                 rows["all"] += res
             if scenario == "normal":
                 recovered.append(recovers_from_a_missed_turn(model, ex, tok.starts_word if word_cursor else None))
+    talk = {kind: [talk_over_result(model, tok, rng, kind, policy, word_cursor) for _ in range(max(10, n // 8))]
+            for kind in ("backchannel", "interruption")}
     allr = rows["all"]
     onset = [r.onset_frames for r in allr]
     never = rows["never"]
@@ -147,6 +149,13 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "opening_repaired_pct": _pct([" sorry" in f" {r.said.lower()}" for r in rows["opening"]]),
         "opening_onset_within_4_frames_pct": _pct([r.onset_frames is not None and r.onset_frames <= ONSET_FRAMES
                                                    for r in rows["opening"]]),
+        # a second turn spoken over the reply to the first: a backchannel must not stop it, an
+        # interruption must, and then be answered (`talk_over_result`)
+        "backchannel_talked_through_pct": _pct([r["went_on"] for r in talk["backchannel"]]),
+        "interruption_yielded_pct": _pct([r["stopped"] for r in talk["interruption"]]),
+        "interruption_yield_frames_median": _median_or_none([r["stop_frames"] for r in talk["interruption"]]),
+        "interruption_answered_pct": _pct([r["answered"] for r in talk["interruption"]]),
+        "talk_over_dialogues": sum(len(rs) for rs in talk.values()),
         "no_oracle_nonempty_pct": round(100 * np.mean([bool(r.said.strip()) for r in never]), 1),
         "no_oracle_stops_pct": round(100 * np.mean([r.stopped for r in never]), 1),
         "no_oracle_median_words": float(np.median([len(r.said.split()) for r in never])),
@@ -154,6 +163,29 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "examples": [{"scenario": r.scenario, "said": r.said, "answer": r.answer, "onset_frames": r.onset_frames}
                      for r in (rows["normal"][:3] + rows["replaced"][:3] + never[:3])],
     }
+
+
+def talk_over_result(model: CompactLM, tok: CompactTokenizer, rng: random.Random, kind: str, policy: str,
+                     word_cursor: bool = True) -> dict:
+    """A held-out dialogue of two turns, the second spoken over the reply to the first (`kind`:
+    "backchannel" or "interruption"), decoded greedily. The model yields by saying END (the voice
+    then drops what it still had to say): did it not yield to a backchannel (no END from its onset
+    to 12 frames after its end), did it yield to an interruption (how many frames after its
+    onset), and answer it (a word within 12 frames of its end)?"""
+    d = make_dialogue(rng, heldout=True, n_turns=2, talk_over_p=1.0, talk_over_kind=kind)
+    ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario="normal", policy=policy)
+    out = run_greedy(model, ex, True, starts_word=tok.starts_word if word_cursor else None)
+    words = out > END
+    on, end = ex.turns[1].start_frame, ex.turns[1].end_frame
+    yields = np.flatnonzero(out[on: end + 1] == END)
+    return {"went_on": not len(np.flatnonzero(out[on: end + 12] == END)),
+            "stopped": bool(len(yields)), "stop_frames": int(yields[0]) if len(yields) else None,
+            "answered": bool(words[end + 1: end + 13].any())}
+
+
+def _median_or_none(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return float(np.median(xs)) if xs else None
 
 
 def _pct(flags: list[bool]) -> float | None:

@@ -21,7 +21,7 @@ from ...frontends.compact.lexicon import english_words
 from ...frontends.compact.model import CompactConfig, CompactLM
 from ...frontends.compact.tokenizer import PAD, CompactTokenizer
 from ..synth import FALLBACKS, OPENERS, REPAIR, make_dialogue
-from .data import LATE_START_P, build_compact_example, vad_buckets
+from .data import LATE_START_P, TALK_OVER_P, build_compact_example, vad_buckets
 
 PAD_WEIGHT = 0.5  # KAME's text padding weight
 POINTER_WEIGHT = 0.3  # the copy pointer's own loss: point at the very frame the teacher copied
@@ -66,7 +66,7 @@ def make_batch(rng: random.Random, tok: CompactTokenizer, n: int, seq: int, held
     mask = np.zeros((n, seq), np.float32)
     src = np.full((n, seq), -1, np.int64)
     for b in range(n):
-        ex = build_compact_example(rng, tok, heldout=heldout, late_start_p=LATE_START_P)
+        ex = build_compact_example(rng, tok, heldout=heldout, late_start_p=LATE_START_P, talk_over_p=TALK_OVER_P)
         L = len(ex.target)
         s = rng.randrange(0, L - seq + 1) if L > seq else 0
         e = min(L, s + seq)
