@@ -28,8 +28,10 @@ LATE_START_P = 0.25  # training only: share of turns whose reply starts late, th
 LATE_START_MAX = 6
 TALK_OVER_P = 0.3  # training only: turns after the first spoken over the reply (backchannels, interruptions)  # frames; a live model that let its moment pass must still take the turn, not fall silent
 TRAIN_POLICIES = {"kame": 0.5, "prefix": 0.5}
-# frames of the user's speech over a reply after which the teacher yields to an interruption: END,
-# the model's "I stop" (the voice drops what it still had to say), then silence. A backchannel
+# frames of the user's speech over a reply after which the teacher yields to an interruption: END
+# (the model's "I stop": the voice drops what it still had to say) for as long as the user goes on,
+# then silence until its answer. END over many frames, not one: greedy decoding would rarely pick a
+# single frame's END where the model spreads it over a few. A backchannel
 # ("mm-hmm", 0.2-0.6 s) is over by then, and the reply goes on through it (no END)
 INTERRUPT_YIELD_FRAMES = 9  # the model learns both ways of feeding newer oracles
 
@@ -272,7 +274,7 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
         vis = [(ev.frame, ev.ids) for ev in fed.events if ev.turn == ti]
         info.reply_start = teacher.run(target, src, start, min(stop, n), vis, fed.visible, fed.visible_before)
         if nxt is not None and d.turns[nxt].over and stop < n:
-            target[stop] = END
+            target[stop: min(n, infos[nxt].end_frame + 1)] = END  # yielded while the user goes on
     return Example(user, vad.astype(np.float32), fed.tokens, target, speech, infos, src, policy, weight)
 
 
