@@ -12,8 +12,8 @@ import re
 import numpy as np
 
 from . import timeline as tl
+from .backchannel import PAUSE, RESUME, BargeInJudge, Decision, is_backchannel
 from .conversation import Conversation
-from .frontend import BARGE_IN_FRAMES
 from .llm.client import ChatClient, LLMError
 from .llm.prompt import cascade_messages
 from .tts import Voicer
@@ -57,7 +57,8 @@ class CascadeResponder:
         self.max_tokens = max_tokens
         self._task: asyncio.Task | None = None
         self._ids = 0
-        self._user_run = 0  # consecutive frames of user speech
+        self._judge = BargeInJudge()  # talked over: pause, then resume (backchannel) or drop (interruption)
+        self._heard = ""  # the user's turn as the Listener hears it now: what the judge reads
         self._barged = 0  # the reply (stream id) last stopped by barge-in: one stop per reply
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0}
 
@@ -65,18 +66,33 @@ class CascadeResponder:
     def in_flight(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def _replying(self) -> bool:
+        """A reply is under way (streaming, or not yet all played) and no barge-in has stopped it."""
+        return self._barged != self._ids and (self.in_flight or self.voicer.busy)
+
     def on_partial(self, text: str) -> None:
         self.conv.on_partial(text)
+        self._heard = text
 
     def on_final(self, text: str) -> None:
         self.conv.on_final(text)
         if not text.strip():
             return
-        if self.in_flight:
+        self._heard = text
+        if self._replying and is_backchannel(text):
+            # "Mm-hmm." over the reply is no new question: the reply goes on (the history keeps the
+            # backchannel where it was said)
+            self.timeline.add(tl.BACKCHANNEL_FINAL, stream=self._ids, text=text)
+            return
+        if self._judge.holding and self._replying:
+            self._barge_in("final", text)  # the voice paused for this turn: an interruption after all
+        elif self.in_flight:
             self._task.cancel()
             self.stats["cancels"] += 1
             self.timeline.add(tl.LLM_CANCEL, stream=self._ids, reason="new user turn")
             self.voicer.clear()
+        self._judge.reset()
         self._ids += 1
         self.stats["starts"] += 1
         msgs = cascade_messages(self.conv.turns)
@@ -119,17 +135,30 @@ class CascadeResponder:
 
     def step(self, user_speaking: bool = False) -> tuple[np.ndarray, list[str]]:
         """The next frame of the reply. `user_speaking`: the user speaks in this frame
-        (`frontend.speaking`, as the tandem's front-end hears it). Talking over the reply for
-        BARGE_IN_FRAMES frames stops it, as the compact front-end's Mouth does, so both modes meet
-        an interruption on equal terms: the voice's queue is dropped at once and the LLM stream
-        cancelled; the user's next final starts a new answer as usual."""
-        self._user_run = self._user_run + 1 if user_speaking else 0
-        if (self._user_run >= BARGE_IN_FRAMES and self._barged != self._ids
-                and (self.in_flight or self.voicer.busy)):
-            self._barge_in()
+        (`frontend.speaking`, as the tandem's front-end hears it). Talked over, the reply is judged
+        by the compact front-end's rule (tandem/backchannel.py), so both modes meet a backchannel
+        and an interruption on equal terms: the voice pauses at once; a backchannel (or a cough)
+        resumes it and the LLM stream goes on; a real interruption drops the voice's queue and
+        cancels the stream, and the user's next final starts a new answer as usual."""
+        d = self._judge.step(user_speaking, self._heard, self._replying)
+        if d is not None:
+            self._apply(d)
         return self.voicer.pull()
 
-    def _barge_in(self) -> None:
+    def _apply(self, d: Decision) -> None:
+        if d.action == PAUSE:
+            self.voicer.pause()
+            self.timeline.add(tl.VOICE_PAUSE, stream=self._ids, reason=d.reason, words=d.words)
+        elif d.action == RESUME:
+            self.voicer.resume()
+            self.timeline.add(tl.BACKCHANNEL, stream=self._ids, reason=d.reason, words=d.words,
+                              speech_s=d.speech_s)
+        else:
+            self._barge_in(d.reason, d.words)
+
+    def _barge_in(self, reason: str, words: str = "") -> None:
+        """A real interruption: cancel the stream, drop what the voice has not played (the segment
+        under way is cut where it paused, so the history keeps only what was heard)."""
         self._barged = self._ids
         cancelled = self.in_flight
         if cancelled:
@@ -137,7 +166,7 @@ class CascadeResponder:
             self.stats["cancels"] += 1
             self.timeline.add(tl.LLM_CANCEL, stream=self._ids, reason="barge-in")
         cut = self.voicer.clear()
-        self.timeline.add(tl.BARGE_IN, stream=self._ids, llm_cancelled=cancelled,
+        self.timeline.add(tl.BARGE_IN, stream=self._ids, llm_cancelled=cancelled, reason=reason, words=words,
                           cut=cut.text if cut else None, heard=round(cut.heard, 3) if cut else None)
 
     async def aclose(self) -> None:

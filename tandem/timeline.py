@@ -35,6 +35,9 @@ ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
 ASSISTANT_CUT = "assistant_cut"  # a voiced piece cut part-way (barge-in): what was heard, what was not
 BARGE_IN = "barge_in"  # the cascade stopped its reply because the user talked over it
+VOICE_PAUSE = "voice_pause"  # the user talks over the voice: paused while backchannel or interruption is decided
+BACKCHANNEL = "backchannel"  # the voice resumed: the burst over it was a backchannel (or had no words: a cough)
+BACKCHANNEL_FINAL = "backchannel_final"  # the reply went on: a final of backchannel words is no new question
 ERROR = "error"
 FAULT = "fault"  # a back-end process died, was restarted, or is down (part, action, error)
 

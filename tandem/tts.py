@@ -95,7 +95,8 @@ class Voicer:
         self._ready: deque[_Segment] = deque()
         self._generation = 0  # bumped by clear(); stale syntheses are thrown away
         self.cuts: list[Cut] = []  # segments cut mid-playback, until the session takes them (take_cuts)
-        self._pending = 0
+        self._paused = False  # pull() plays nothing and keeps its place (the user talks over the voice)
+        self._pending = 0  # syntheses queued or under way for the current generation (stale ones are not waited for)
         self._lock = threading.Lock()
         self.on_ready = on_ready
         self._thread = threading.Thread(target=self._work, name="voicer", daemon=True)
@@ -116,12 +117,31 @@ class Voicer:
                 gen = self._generation
             self._todo.put((gen, text.strip()))
 
+    def pause(self) -> None:
+        """Fall silent at once and keep the place: `pull` returns zeros until `resume` (the voice goes
+        on with the very next sample) or `clear` (what was left is dropped, the segment under way cut
+        where it paused). The user talking over the voice may be a backchannel or an interruption,
+        and which one is known only later (tandem/backchannel.py)."""
+        with self._lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        with self._lock:
+            return self._paused
+
     def clear(self) -> Cut | None:
-        """Drop everything not yet played. A segment already started (its text reported by `pull` as
-        said) is cut part-way: that is recorded in `cuts`, so the dialogue history can keep only
-        what was heard."""
+        """Drop everything not yet played, and end a pause (what is said next is played). A segment
+        already started (its text reported by `pull` as said) is cut part-way: that is recorded in
+        `cuts`, so the dialogue history can keep only what was heard."""
         with self._lock:
             self._generation += 1
+            self._pending = 0  # what is still being synthesized is thrown away when done: nothing to wait for
+            self._paused = False
             cut = None
             if self._ready and self._ready[0].announced and self._ready[0].pos < len(self._ready[0].audio):
                 seg = self._ready[0]
@@ -154,12 +174,13 @@ class Voicer:
             return self._pending > 0
 
     def pull(self, n: int = FRAME_SAMPLES) -> tuple[np.ndarray, list[str]]:
-        """The next n samples (zeros where nothing is ready) and the texts whose audio starts in them."""
+        """The next n samples (zeros where nothing is ready, and while paused) and the texts whose
+        audio starts in them."""
         out = np.zeros(n, dtype=np.float32)
         started: list[str] = []
         filled = 0
         with self._lock:
-            while filled < n and self._ready:
+            while filled < n and self._ready and not self._paused:
                 seg = self._ready[0]
                 if not seg.announced:
                     seg.announced = True
@@ -194,8 +215,9 @@ class Voicer:
             audio = trim_trailing_silence(audio, SENTENCE_TAIL_S if text.rstrip()[-1:] in ".?!" else PHRASE_TAIL_S)
             ms = (time.perf_counter() - t0) * 1e3
             with self._lock:
-                self._pending -= 1
-                if gen == self._generation and len(audio):
-                    self._ready.append(_Segment(text, np.asarray(audio, np.float32)))
+                if gen == self._generation:
+                    self._pending -= 1
+                    if len(audio):
+                        self._ready.append(_Segment(text, np.asarray(audio, np.float32)))
             if self.on_ready is not None:
                 self.on_ready(text, ms)

@@ -4,12 +4,17 @@ The user asks, the assistant answers at length, the user talks over the answer f
 and asks something else (final at 5.5 s). The voice is `WordTTS` (0.25 s of steady level per word),
 so the words heard are exactly the loud samples over 6000.
 """
+import time
+
 import numpy as np
 import pytest
 
 from fakes import FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTokenizer, WordTTS
 from tandem import timeline as tl
 from tandem.audio import FRAME_SAMPLES
+from tandem.backchannel import DROP, FRAME_S, MAX_BACKCHANNEL_FRAMES, PAUSE, RESUME
+from tandem.bench_dialogues import Span, talk_through, yield_time
+from tandem.frontend import BARGE_IN_FRAMES
 from tandem.conversation import Conversation
 from tandem.frontend import FrontEndOutput, UserFrame
 from tandem.frontends.compact.frontend import Mouth
@@ -77,8 +82,13 @@ async def test_cascade_stops_at_once_when_talked_over_and_answers_the_next_quest
     assert loud(out, 2.0, OVER_S) > 0.5 * 24000, "the reply was playing when the user cut in"
     assert loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0, "silent within 0.5 s of the user's onset"
     assert loud(out, NEXT_FINAL_S, 8.0) > 0, "the next question is answered"
+    # the voice pauses within 0.5 s; the burst going on past a backchannel's length drops the reply
+    pause = sess.timeline.of_kind(tl.VOICE_PAUSE)
+    assert len(pause) == 1 and OVER_S < pause[0]["t"] < OVER_S + 0.5
     barge = sess.timeline.of_kind(tl.BARGE_IN)
-    assert len(barge) == 1 and barge[0]["llm_cancelled"] and OVER_S < barge[0]["t"] < OVER_S + 0.5
+    assert len(barge) == 1 and barge[0]["llm_cancelled"] and barge[0]["reason"] == "long"
+    assert pause[0]["t"] < barge[0]["t"] < OVER_S + (MAX_BACKCHANNEL_FRAMES + 2) * 0.08
+    assert not sess.timeline.of_kind(tl.BACKCHANNEL)
     assert [e["reason"] for e in sess.timeline.of_kind(tl.LLM_CANCEL)] == ["barge-in"]
     assert srv.tokens_sent < len(LONG) + 4, "the first answer's stream was cut off"
     # the next prompt holds only what was voiced: the sentences heard and the heard part of the cut one
@@ -164,8 +174,6 @@ def test_voicer_clear_reports_the_segment_cut_part_way():
     v = Voicer(WordTTS())
     try:
         v.say("one two three four")
-        import time
-
         deadline = time.time() + 5
         while v.synthesizing and time.time() < deadline:
             time.sleep(0.01)
@@ -207,10 +215,13 @@ def test_a_reply_begun_while_the_user_still_talks_over_the_last_one_is_not_voice
     def frame(tok: int, began: bool, user: UserFrame) -> None:
         out = fe.mouth.say(tok, began, user)
         loud.append(float(np.abs(out.audio).max()) if len(out.audio) else 0.0)
+        deadline = time.time() + 2
+        while fe.voicer.synthesizing and time.time() < deadline:  # the voice's thread, as in real time:
+            time.sleep(0.002)  # what was handed to it is ready by the next frame, so it would be heard
 
     for i, t in enumerate(ids):  # the reply, the voice busy
         frame(t, i == 0, silent)
-    for _ in range(4):  # the user cuts in: barge-in
+    for _ in range(MAX_BACKCHANNEL_FRAMES + 1):  # the user cuts in, longer than a backchannel: barge-in
         frame(PAD, False, talking)
     assert fe.mouth.yielded and not fe.voicer.busy
     again = fe.tokenizer.encode("The answer")
@@ -225,3 +236,119 @@ def test_a_reply_begun_while_the_user_still_talks_over_the_last_one_is_not_voice
     for _ in range(3):
         frame(PAD, False, silent)
     assert max(loud[-3:]) > 0.0
+
+
+# -- backchannels: talked through; interruptions: silent within 0.5 s ---------------------------------
+REPLY = "one two three four five six seven eight"  # 2 s of voice
+
+
+def talked_over(burst: list[str | None], onset: int = 10, frames: int = 45):
+    """The Mouth speaks REPLY (a word a frame) and the user speaks over it from frame `onset`, one
+    entry of `burst` a frame: the transcript the Listener shows then (None: still the last turn's).
+    Returns each frame's loudness, the Mouth and its voice's cuts."""
+    fe = MouthFrontEnd()
+    ids = fe.tokenizer.encode(REPLY)
+    prev = "tell me about France"
+    levels = []
+    try:
+        for k in range(frames):
+            tok = ids[k] if k < len(ids) else PAD
+            over = onset <= k < onset + len(burst)
+            heard = burst[k - onset] if over and burst[k - onset] is not None else prev
+            if k >= onset + len(burst) and burst and burst[-1] is not None:
+                heard = burst[-1]  # the burst's transcript stays (its final)
+            user = UserFrame(np.zeros(FRAME_SAMPLES, np.float32), 0.9 if over else 0.02, over, heard)
+            out = fe.mouth.say(tok, k == 0, user)
+            levels.append(float(np.abs(out.audio).max()))
+            deadline = time.time() + 2
+            while fe.voicer.synthesizing and time.time() < deadline:  # the voice's thread, as if in real time
+                time.sleep(0.002)
+        return np.array(levels), fe.mouth, fe.voicer.take_cuts()
+    finally:
+        fe.mouth.close()
+
+
+def longest_silence_s(levels: np.ndarray) -> float:
+    loud_at = np.flatnonzero(levels > 0)
+    quiet = longest = 0
+    for level in levels[loud_at[0]: loud_at[-1] + 1]:
+        quiet = quiet + 1 if level == 0 else 0
+        longest = max(longest, quiet)
+    return longest * FRAME_S
+
+
+@pytest.mark.parametrize("burst", [
+    [None, None, None, "Mm-hmm", "Mm-hmm"],  # "mm-hmm", 0.4 s, its partial late in the burst
+    [None] * 5,  # a cough: no words at all
+    [None, None, "Yeah.", "Yeah.", "Yeah."],
+], ids=["mm-hmm", "cough", "yeah"])
+def test_the_mouth_talks_through_a_backchannel(burst):
+    levels, mouth, cuts = talked_over(burst)
+    assert levels[10: 10 + BARGE_IN_FRAMES - 1].all(), "it was talking when the user began"
+    assert longest_silence_s(levels) <= 0.5, "paused at most 0.5 s"
+    assert not levels[10 + BARGE_IN_FRAMES - 1: 10 + len(burst)].any(), "silent while it decides"
+    # the same segment went on where it paused: every word was played, none twice, none cut
+    assert int(np.sum(levels > 0)) * FRAME_S == pytest.approx(len(REPLY.split()) * WordTTS.WORD_S, abs=FRAME_S)
+    assert cuts == []
+    assert [d.action for d in mouth.decisions] == [PAUSE, RESUME] and not mouth.yielded
+
+
+@pytest.mark.parametrize("burst,reason", [
+    ([None] * 15, "long"),  # 1.2 s, the transcript lagging behind all of it
+    ([None] * 5 + ["Wait, what about"] * 10, "words"),
+], ids=["long", "words"])
+def test_the_mouth_falls_silent_for_an_interruption_and_never_says_the_rest(burst, reason):
+    levels, mouth, cuts = talked_over(burst)
+    onset = 10
+    assert not levels[onset + int(0.5 / FRAME_S):].any(), "silent within 0.5 s of the onset, and after"
+    heard = int(np.sum(levels > 0)) * FRAME_S
+    assert heard < len(REPLY.split()) * WordTTS.WORD_S - 0.5, "the queued words were dropped, not voiced later"
+    assert [(d.action, d.reason) for d in mouth.decisions] == [(PAUSE, "talked over"), (DROP, reason)]
+    assert len(cuts) == 1 and 0 < cuts[0].heard < 1, "the segment under way is cut where it paused"
+
+
+def cascade_session(script, speech):
+    return lambda client, voicer: Session(SessionConfig(mode="cascade"), FakeListener(
+        list(SCRIPT[:1]) + script, in_speech_until=1.7, speech=speech), client, voicer=voicer)
+
+
+BC_S, BC_END_S = 3.5, 3.9  # "Mm-hmm." over the reply
+
+
+async def test_cascade_talks_through_a_backchannel():
+    script = [(BC_S + 0.3, {"kind": "partial", "text": "Mm-hmm", "audio_start_s": BC_S, "audio_s": BC_S + 0.3}),
+              (BC_END_S + 0.5, {"kind": "final", "text": "Mm-hmm.", "audio_start_s": BC_S, "audio_s": BC_END_S})]
+    with _ByRequest(delay_s=0.05) as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m"))
+        voicer = Voicer(WordTTS())
+        sess = cascade_session(script, [(BC_S, BC_END_S)])(client, voicer)
+        out = await sess.run(frames(6.0))
+        voicer.close()
+        await client.aclose()
+    through = talk_through(out, Span(BC_S, BC_END_S))
+    assert through["talked_through"], through
+    assert not sess.timeline.of_kind(tl.LLM_CANCEL, tl.BARGE_IN, tl.ASSISTANT_CUT), "neither cancelled nor dropped"
+    assert [e["kind"] for e in sess.timeline.of_kind(tl.VOICE_PAUSE, tl.BACKCHANNEL, tl.BACKCHANNEL_FINAL)] == \
+        [tl.VOICE_PAUSE, tl.BACKCHANNEL, tl.BACKCHANNEL_FINAL]
+    assert len(srv.requests) == 1 and srv.tokens_sent == len(LONG), "one answer, streamed to its end"
+    assert loud(out, BC_END_S + 0.5, 6.0) == int((6.0 - BC_END_S - 0.5) * 24000), "still talking after it"
+
+
+async def test_cascade_drops_the_reply_when_the_burst_shows_real_words():
+    """Before the burst is long enough to count as an interruption, its partial says so."""
+    script = [(OVER_S + 0.35, {"kind": "partial", "text": "Wait, what", "audio_start_s": OVER_S,
+                               "audio_s": OVER_S + 0.35}), SCRIPT[1]]
+    with _ByRequest() as srv:
+        client = ChatClient(LLMConfig(url=srv.url, model="m"))
+        voicer = Voicer(WordTTS())
+        sess = cascade_session(script, [(OVER_S, OVER_END_S)])(client, voicer)
+        out = await sess.run(frames(8.0))
+        voicer.close()
+        await client.aclose()
+    assert loud(out, 2.0, OVER_S) > 0.5 * 24000 and loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0
+    assert yield_time(out, OVER_S) <= 0.5
+    barge = sess.timeline.of_kind(tl.BARGE_IN)
+    assert len(barge) == 1 and barge[0]["llm_cancelled"] and barge[0]["reason"] == "words"
+    assert barge[0]["t"] < OVER_S + MAX_BACKCHANNEL_FRAMES * FRAME_S, "decided by the words, before the length"
+    assert [e["reason"] for e in sess.timeline.of_kind(tl.LLM_CANCEL)] == ["barge-in"]
+    assert "Madrid" in " ".join(e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT))

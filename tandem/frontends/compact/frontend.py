@@ -11,6 +11,8 @@ budget, and a first word that goes on ("The" + "o") is rare.
 """
 from __future__ import annotations
 
+import logging
+from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,8 +20,9 @@ import numpy as np
 import torch
 
 from ...audio import FRAME_SAMPLES, SAMPLE_RATE
+from ...backchannel import PAUSE, RESUME, BargeInJudge, Decision
 from ...errors import FrontEndUnavailable
-from ...frontend import BARGE_IN_FRAMES, FrontEndOutput, UserFrame, speaking
+from ...frontend import FrontEndOutput, UserFrame, speaking
 from ...tts import TTS, Voicer
 from .decoding import MAX_LOOP_BLOCK, CompactState, FrameInput, completes_a_loop, step
 from .tokenizer import END
@@ -59,21 +62,33 @@ def _load(checkpoint: str | Path | None):
 
 class Mouth:
     """Turns a session's tokens into speech: words grouped as they complete, handed to the voice
-    just in time, and cut when the user talks over it (barge-in)."""
+    just in time, and paused when the user talks over it. A `BargeInJudge` (tandem/backchannel.py,
+    the same rule as the cascade's) then resumes it after a backchannel or a cough, or drops what is
+    queued for a real interruption; after a drop nothing is voiced until the user stops."""
+
+    DECISIONS_KEPT = 64  # the latest barge-in decisions, for a log or a timeline to take
+    _log = logging.getLogger(__name__)
 
     def __init__(self, tokenizer, whole_words: frozenset[int], tts: TTS | None) -> None:  # noqa: ANN001
         self.tokenizer = tokenizer
         self.whole_words = whole_words
         self.voicer = Voicer(tts) if tts is not None else None
+        self.judge = BargeInJudge()
+        self.decisions: deque[Decision] = deque(maxlen=self.DECISIONS_KEPT)
         self.reset()
 
     def reset(self) -> None:
         self.word: list[int] = []
         self.pending: list[str] = []
-        self.user_run = 0  # frames of user speech since the reply began
-        self.yielded = False  # the user talked over the reply: nothing is voiced until they stop
+        self.judge.reset()
+        self.yielded = False  # the user interrupted the reply: nothing is voiced until they stop
         if self.voicer is not None:
             self.voicer.clear()
+
+    def take_decisions(self) -> list[Decision]:
+        out = list(self.decisions)
+        self.decisions.clear()
+        return out
 
     def _flush_word(self) -> None:
         if self.word:
@@ -85,7 +100,7 @@ class Mouth:
             # barge-in counts the user's speech since the reply began: the voice activity of the
             # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
             # a barge-in: a reply the model begins while the user still talks over it stays unsaid
-            self.user_run = 0
+            self.judge.new_reply()
         if tok <= END:
             self._flush_word()
         else:
@@ -94,21 +109,35 @@ class Mouth:
             self.word.append(tok)
             if began_reply and tok in self.whole_words:
                 self._flush_word()  # the first word of a response goes to the voice at once
-        self.user_run = self.user_run + 1 if user.in_speech and speaking(user.vad_prob) else 0
+        talking_over = user.in_speech and speaking(user.vad_prob)
         if self.voicer is None:
             texts, self.pending = ([" ".join(self.pending)] if self.pending else []), []
             return FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), texts)
-        if self.user_run >= BARGE_IN_FRAMES and self.voicer.busy:
-            self.voicer.clear()
-            self.yielded = True
+        # after a drop the voice has nothing to defend (a synthesis already under way is thrown away)
+        d = self.judge.step(talking_over, user.transcript, self.voicer.busy and not self.yielded)
+        if d is not None:
+            self._apply(d)
         if self.yielded:
             self.pending = []
-            self.yielded = self.user_run > 0
+            self.yielded = talking_over
+        # while paused the voice's remaining audio does not shrink: the model's words wait in
+        # `pending` and follow on after a resume
         if self.pending and self.voicer.remaining_s() < REFILL_S:
             self.voicer.say(" ".join(self.pending))
             self.pending = []
         audio, started = self.voicer.pull()
         return FrontEndOutput(audio, started)
+
+    def _apply(self, d: Decision) -> None:
+        self.decisions.append(d)
+        self._log.debug("barge-in: %s (%s, %r, %.2f s of speech)", d.action, d.reason, d.words, d.speech_s)
+        if d.action == PAUSE:
+            self.voicer.pause()
+        elif d.action == RESUME:
+            self.voicer.resume()
+        else:  # DROP: a real interruption; the segment under way is cut where it paused
+            self.voicer.clear()
+            self.yielded = True
 
     def close(self) -> None:
         if self.voicer is not None:

@@ -1,0 +1,177 @@
+"""Talked over: a backchannel ("mm-hmm", "yeah") or a real interruption? One rule for every mode.
+
+When the user speaks for BARGE_IN_FRAMES frames while the assistant talks, the voice is *paused*
+at once (silent within ~0.35 s of the user's onset, as barge-in always was) and keeps its place.
+Then the burst of speech decides, frame by frame:
+- it ends (END_QUIET_FRAMES without speech) after at most MAX_BACKCHANNEL_FRAMES of speech, and
+  the transcript shows no words or only backchannel words (a cough, a click, "mm-hmm"): RESUME,
+  the voice goes on where it paused;
+- it goes on past MAX_BACKCHANNEL_FRAMES, or the transcript shows other words: DROP, the voice's
+  queue is dropped (the segment under way is cut where it paused) and the reply is over.
+The transcript lags the speech (a partial needs ~0.3 s of it, a final comes ~0.5 s after it), so
+for LATE_WORDS_FRAMES after a resume the decision can still be revised: words other than
+backchannels then drop the reply late, and speech again pauses it at once (the user went on).
+
+The constants are chosen so that a burst that is resumed never costs more than 0.5 s of silence
+(what `bench_dialogues.talk_through` allows): the voice is silent from the BARGE_IN_FRAMES-th
+speech frame to the END_QUIET_FRAMES-th quiet frame, at most MAX_SILENCE_S.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .frontend import BARGE_IN_FRAMES
+
+FRAME_S = 0.08
+# A backchannel is short: "mm-hmm", "yeah", "I see" take 0.3-0.55 s. Speech going on longer than
+# this is an interruption. Capped by the silence budget: see MAX_SILENCE_S.
+MAX_BACKCHANNEL_FRAMES = 7  # 0.56 s of speech
+# Frames without speech that end a burst. One is not enough: the voice-activity probability the
+# front-end sees (one 32 ms window a frame) dips between words, and resuming in such a dip would
+# speak a frame over a user who goes on talking.
+END_QUIET_FRAMES = 2  # 0.16 s
+# How long after a resume the burst's transcript may still turn out to be a real utterance: the
+# final comes ~0.4 s (end-of-turn silence) plus a decode after the speech ended.
+LATE_WORDS_FRAMES = 15  # 1.2 s
+# The longest silence a resumed burst causes: paused at its BARGE_IN_FRAMES-th speech frame, silent
+# through its last (at most the MAX_BACKCHANNEL_FRAMES-th), resumed at the END_QUIET_FRAMES-th quiet frame.
+MAX_SILENCE_S = (MAX_BACKCHANNEL_FRAMES - BARGE_IN_FRAMES + END_QUIET_FRAMES) * FRAME_S
+
+# What users say to show they listen, not to take the turn. Lower case, without punctuation; hums
+# ("mm-hmm", "uh-huh", matched as their parts) are _HUM's.
+BACKCHANNEL_PHRASES: frozenset[tuple[str, ...]] = frozenset(tuple(p.split()) for p in (
+    "yeah", "yes", "yep", "yup", "yea", "ya", "okay", "ok", "right", "sure", "alright", "all right",
+    "i see", "got it", "oh", "ah", "aha", "wow", "cool", "nice", "great", "good",
+    "exactly", "true", "indeed", "really", "interesting", "of course", "makes sense", "that makes sense",
+    "i know", "go on", "fine", "perfect", "absolutely", "definitely", "totally", "thanks", "thank you",
+))
+_LONGEST = max(len(p) for p in BACKCHANNEL_PHRASES)
+# Hums in any spelling a recogniser writes them: "mm", "hmm", "mhm", "uh", "um", "huh", and the
+# letters Whisper sometimes spells a hum with ("M H M M").
+_HUM = re.compile(r"[mhu]{1,6}")
+_WORD = re.compile(r"[a-z']+")
+
+PAUSE, RESUME, DROP = "pause", "resume", "drop"
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("-", " ").replace("’", "'"))
+
+
+def is_backchannel(text: str) -> bool:
+    """True when `text` has words and all of them are backchannels ("Mm-hmm.", "Yeah, I see.")."""
+    words = words_of(text)
+    i = 0
+    while i < len(words):
+        if _HUM.fullmatch(words[i]):
+            i += 1
+            continue
+        n = next((n for n in range(min(_LONGEST, len(words) - i), 0, -1)
+                  if tuple(words[i: i + n]) in BACKCHANNEL_PHRASES), 0)
+        if not n:
+            return False
+        i += n
+    return bool(words)
+
+
+def burst_words(before: str, now: str) -> str:
+    """What the transcript says of a burst: `now`, less `before` (the transcript when the burst began,
+    still the last turn's until the Listener hears the burst; it may also grow by the burst)."""
+    if now == before or not now.strip():
+        return ""
+    return now[len(before):] if before and now.startswith(before) else now
+
+
+def shows_other_words(words: str) -> bool:
+    """The burst's transcript holds a word that is no backchannel: the user is taking the turn."""
+    return bool(words_of(words)) and not is_backchannel(words)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # PAUSE, RESUME or DROP
+    reason: str  # "talked over", "continued", "backchannel", "long", "words", "late words"
+    words: str  # the burst's words as the transcript shows them ("" when it shows none)
+    speech_s: float  # the burst so far: from its first speech frame to its latest
+
+
+class BargeInJudge:
+    """Per-frame barge-in decisions for one voice: feed `step` every frame, apply what it returns.
+
+    Phases: idle (counting the user's consecutive speech frames), paused (a burst over the voice,
+    being judged) and watching (resumed after a burst, its late transcript may still drop it)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget any burst: the voice was cleared or a new turn began elsewhere."""
+        self.phase = "idle"
+        self.run = 0  # consecutive frames of user speech
+        self.quiet = 0  # consecutive frames without
+        self.spoken = 0  # frames of the burst being judged, from its first speech frame to its latest
+        self.watch = 0  # frames left in which a resumed burst's transcript may still drop the reply
+        self.before = ""  # the transcript when the burst began
+        self.dropped = False  # this burst dropped the reply: nothing more to decide until the user stops
+
+    @property
+    def holding(self) -> bool:
+        """The voice is paused, or was resumed and the burst is still being watched."""
+        return self.phase != "idle"
+
+    def new_reply(self) -> None:
+        """A reply begins: count only the user's speech from here on (the voice activity of the turn it
+        answers lags a frame or two, and would otherwise pause its first word)."""
+        if self.phase == "idle":
+            self.run = 0
+
+    def step(self, speaking: bool, transcript: str, talking: bool) -> Decision | None:
+        """One frame. `speaking`: the user speaks in it; `transcript`: the user's turn as the
+        Listener hears it now; `talking`: the voice has something to say (playing, paused, or
+        being synthesized). Returns what to do with the voice, or None."""
+        gap = self.quiet  # quiet frames inside a burst count as part of it once the user speaks on
+        self.run = self.run + 1 if speaking else 0
+        self.quiet = 0 if speaking else self.quiet + 1
+        if self.phase == "idle":
+            if self.run <= 1:
+                self.dropped = False
+                self.before = transcript
+            if self.run >= BARGE_IN_FRAMES and talking and not self.dropped:
+                self.phase, self.spoken = "paused", self.run
+                return self._decide(PAUSE, "talked over", "")
+            return None
+        if not talking:  # the voice was dropped, or ended: nothing left to judge
+            self.reset()
+            return None
+        words = burst_words(self.before, transcript)
+        if self.phase == "watching":
+            if shows_other_words(words):
+                return self._drop("late words", words)
+            if speaking:  # the user goes on: pause at once, a new burst judged as the first
+                self.phase, self.spoken = "paused", 1
+                return self._decide(PAUSE, "continued", words)
+            self.watch -= 1
+            if self.watch <= 0:
+                self.reset()
+            return None
+        if speaking:
+            self.spoken += 1 + gap
+        if shows_other_words(words):
+            return self._drop("words", words)
+        if self.spoken > MAX_BACKCHANNEL_FRAMES:
+            return self._drop("long", words)
+        if self.quiet >= END_QUIET_FRAMES:
+            self.phase, self.watch = "watching", LATE_WORDS_FRAMES
+            return self._decide(RESUME, "backchannel" if words_of(words) else "no words", words)
+        return None
+
+    def _drop(self, reason: str, words: str) -> Decision:
+        d = self._decide(DROP, reason, words)
+        run = self.run
+        self.reset()
+        self.run, self.dropped = run, True  # the user may still be speaking: the same burst
+        return d
+
+    def _decide(self, action: str, reason: str, words: str) -> Decision:
+        return Decision(action, reason, words.strip(), round(self.spoken * FRAME_S, 3))

@@ -1,0 +1,174 @@
+"""Talked over: the Voicer's pause, and the rule that tells a backchannel from an interruption."""
+import time
+
+import numpy as np
+import pytest
+
+from tandem.backchannel import (DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
+                                MAX_SILENCE_S, PAUSE, RESUME, BargeInJudge, burst_words, is_backchannel)
+from tandem.frontend import BARGE_IN_FRAMES
+from tandem.tts import Cut, Voicer
+
+
+class RampTTS:
+    """Every sample different (a ramp over 1 s per word): where playback is shows in the samples."""
+
+    sample_rate = 24000
+
+    def synthesize(self, text: str) -> np.ndarray:
+        n = 24000 * len(text.split())
+        return (0.01 + 0.5 * np.arange(n) / n).astype(np.float32)
+
+
+def ready_voicer(text: str) -> Voicer:
+    v = Voicer(RampTTS())
+    v.say(text)
+    deadline = time.time() + 5
+    while v.synthesizing and time.time() < deadline:
+        time.sleep(0.01)
+    return v
+
+
+def test_pause_keeps_the_place_and_resume_plays_the_very_next_samples():
+    v = ready_voicer("one two")
+    try:
+        whole = RampTTS().synthesize("one two")
+        a, started = v.pull(1000)
+        assert started == ["one two"] and np.array_equal(a, whole[:1000])
+        v.pause()
+        assert v.paused and v.busy, "a paused voice still has something to say"
+        for _ in range(5):
+            z, started = v.pull(1000)
+            assert not z.any() and started == []
+        assert v.remaining_s() == pytest.approx((len(whole) - 1000) / 24000)
+        v.resume()
+        b, started = v.pull(1000)
+        assert not v.paused and started == [] and np.array_equal(b, whole[1000:2000])
+    finally:
+        v.close()
+
+
+def test_clear_after_a_pause_cuts_the_segment_where_it_paused_and_ends_the_pause():
+    v = ready_voicer("one two three four")
+    try:
+        v.pull(24000)  # one word of four heard
+        v.pause()
+        v.pull(24000)
+        v.pull(24000)
+        assert v.clear() == Cut("one two three four", pytest.approx(0.25))
+        assert not v.paused and not v.busy
+        v.say("five")
+        deadline = time.time() + 5
+        while v.synthesizing and time.time() < deadline:
+            time.sleep(0.01)
+        out, started = v.pull(1000)
+        assert started == ["five"] and out.any(), "what is said after the drop is played"
+    finally:
+        v.close()
+
+
+@pytest.mark.parametrize("text", ["Mm-hmm.", "mhm", "Uh-huh.", "Yeah.", "yes", "Okay.", "Right.", "I see.",
+                                  "Sure.", "Got it.", "Yeah, yeah, I see.", "M H M M", "Oh, okay.", "Hmm?"])
+def test_backchannel_words(text):
+    assert is_backchannel(text)
+
+
+@pytest.mark.parametrize("text", ["", "...", "Wait, what about Spain?", "No.", "Stop.", "Yeah, but why?",
+                                  "what", "I see a problem", "Okay, what is the capital of Spain?"])
+def test_words_that_take_the_turn(text):
+    assert not is_backchannel(text)
+
+
+def test_the_burst_words_are_what_the_transcript_gained_since_the_burst_began():
+    assert burst_words("tell me about France", "tell me about France") == ""
+    assert burst_words("tell me about France", "Mm-hmm.") == "Mm-hmm."
+    assert burst_words("tell me", "tell me more") == " more"
+    assert burst_words("tell me", "") == ""
+
+
+def test_a_resumed_burst_never_costs_more_than_half_a_second_of_silence():
+    assert MAX_SILENCE_S <= 0.5
+    assert MAX_BACKCHANNEL_FRAMES > BARGE_IN_FRAMES
+
+
+def run(judge: BargeInJudge, frames: list[tuple[bool, str]], talking: bool = True):
+    """Decisions per frame as (frame index, action, reason)."""
+    out = []
+    for i, (speaking, transcript) in enumerate(frames):
+        d = judge.step(speaking, transcript, talking)
+        if d is not None:
+            out.append((i, d.action, d.reason))
+    return out
+
+
+PREV = "tell me about France"  # the last turn's transcript, still there when a burst begins
+QUIET = [(False, PREV)] * 4
+
+
+def test_a_short_backchannel_pauses_then_resumes():
+    burst = [(True, PREV)] * 3 + [(True, "Mm-hmm")] * 2
+    d = run(BargeInJudge(), QUIET + burst + [(False, "Mm-hmm.")] * 30)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5 + END_QUIET_FRAMES - 1, RESUME, "backchannel")]
+
+
+def test_a_cough_without_a_transcript_resumes():
+    d = run(BargeInJudge(), QUIET + [(True, PREV)] * 4 + QUIET * 8)
+    assert [a for _, a, _ in d] == [PAUSE, RESUME] and d[1][2] == "no words"
+
+
+def test_a_burst_longer_than_a_backchannel_is_an_interruption():
+    d = run(BargeInJudge(), QUIET + [(True, PREV)] * 15 + QUIET)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + MAX_BACKCHANNEL_FRAMES, DROP, "long")]
+
+
+def test_a_short_burst_whose_transcript_shows_other_words_is_an_interruption():
+    d = run(BargeInJudge(), QUIET + [(True, PREV)] * 4 + [(True, "Wait, what")] + QUIET)
+    assert d == [(6, PAUSE, "talked over"), (8, DROP, "words")]
+
+
+def test_words_that_come_after_the_resume_still_drop_the_reply():
+    judge = BargeInJudge()
+    burst = [(True, PREV)] * 4 + [(False, PREV)] * 5 + [(False, "Stop.")]
+    assert [a for _, a, _ in run(judge, QUIET + burst)] == [PAUSE, RESUME, DROP]
+    assert not judge.holding
+    # ...but not once the watch is over: a later transcript is the next turn's business
+    judge = BargeInJudge()
+    late = [(True, PREV)] * 4 + [(False, PREV)] * (END_QUIET_FRAMES + LATE_WORDS_FRAMES) + [(False, "Stop.")]
+    assert [a for _, a, _ in run(judge, QUIET + late)] == [PAUSE, RESUME]
+
+
+def test_speech_again_right_after_a_resume_pauses_at_once():
+    burst = [(True, PREV)] * 4 + [(False, PREV)] * 3 + [(True, PREV)] * 10
+    d = run(BargeInJudge(), burst)
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "no words"), (PAUSE, "continued"),
+                                         (DROP, "long")]
+    assert d[2][0] == 7, "paused on the first frame of speech"
+
+
+def test_nothing_to_judge_when_the_assistant_is_silent():
+    judge = BargeInJudge()
+    assert run(judge, [(True, "hello")] * 10, talking=False) == []
+    assert judge.step(True, "hello", True).action == PAUSE, "the assistant starts over a user still talking"
+
+
+def test_a_new_reply_restarts_the_count():
+    judge = BargeInJudge()
+    run(judge, [(True, PREV)] * 2)
+    judge.new_reply()  # the voice activity of the turn being answered lags into the reply
+    assert run(judge, [(True, PREV)] * 2) == []
+
+
+def test_the_pause_is_within_half_a_second_of_the_onset():
+    assert BARGE_IN_FRAMES * FRAME_S < 0.5
+
+
+def test_a_dip_in_the_voice_activity_does_not_end_a_burst_nor_hide_its_length():
+    """One quiet frame inside speech (a closure between words) neither resumes the voice nor is left
+    out of the burst's length: the silence a resumed burst costs stays within MAX_SILENCE_S."""
+    speech = [(True, PREV)] * 4 + [(False, PREV)] + [(True, PREV)] * (MAX_BACKCHANNEL_FRAMES - 5)
+    d = run(BargeInJudge(), speech + QUIET)
+    assert [a for _, a, _ in d] == [PAUSE, RESUME]
+    silent = d[1][0] - d[0][0]
+    assert silent * FRAME_S <= MAX_SILENCE_S
+    d = run(BargeInJudge(), speech + [(True, PREV)] + QUIET)  # one frame more: too long for a backchannel
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (DROP, "long")]
