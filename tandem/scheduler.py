@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import timeline as tl
+from .backchannel import is_backchannel
 from .conversation import Conversation
 from .llm.client import ChatClient, LLMError
 from .llm.prompt import oracle_messages
@@ -93,7 +94,8 @@ class OracleScheduler:
         self._final_pending = False
         self._last: _Stream | None = None  # the stream started last
         self._ticker: asyncio.Task | None = None
-        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0}
+        self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
+        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0, "backchannels": 0}
 
     # -- transcript events (called on the event loop) ----------------------------------------
     def on_partial(self, text: str) -> None:
@@ -137,6 +139,14 @@ class OracleScheduler:
         revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
+            return
+        if self.talking() and is_backchannel(self.conv.current_user_text()):
+            if self._final_pending:
+                self.stats["backchannels"] += 1
+                self.timeline.add(tl.LLM_KEEP, stream=self._last.sid if self._last else None,
+                                  reason="backchannel while the assistant talks")
+            self._final_pending = False
+            self._words_at_start, self._text_at_start = words, text  # its words start nothing later either
             return
         last = self._last
         if (self._final_pending and not (grew or revised) and self.config.keep_on_same_final

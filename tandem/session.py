@@ -121,6 +121,7 @@ class Session:
             self.timeline.meta["oracle_pad"] = tok.pad_id
             if client is not None:
                 self.scheduler = OracleScheduler(client, self.conv, self.timeline, self._emit_oracle, config.scheduler)
+                self.scheduler.talking = self._assistant_talking
         elif config.mode == "cascade":
             if client is None:
                 raise ValueError("cascade mode needs an LLM client")
@@ -227,6 +228,10 @@ class Session:
             if kind == "end":  # after its last words: a newer answer that ends sooner cuts the old tail
                 self.oracle.end(frame)
                 self.timeline.add(tl.ORACLE_END)
+
+    def _assistant_talking(self) -> bool:
+        voicer = getattr(self.front_end, "voicer", None)
+        return bool(voicer is not None and voicer.busy)
 
     def backend_idle(self) -> bool:
         busy = self.in_speech or self.listener_busy

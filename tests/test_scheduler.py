@@ -299,3 +299,23 @@ async def test_an_opening_whose_llm_gives_nothing_ends_with_a_fallback_and_a_fin
         sched.on_final("What is the capital of Thailand?")
         assert sched.stats["starts"] == 2, "a stream that only said its opening is not kept"
         await sched.aclose()
+
+
+async def test_a_backchannel_while_the_assistant_talks_starts_nothing():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_final("what is the capital of france")
+        assert sched.stats["starts"] == 1
+        await until(lambda: not sched.in_flight)
+        sched.conv.on_assistant("The capital of France is")
+        sched.talking = lambda: True
+        sched.on_partial("Mm-hmm")
+        sched.on_final("Mm-hmm.")
+        sched.check()
+        assert sched.stats["starts"] == 1 and sched.stats["backchannels"] == 1
+        sched.talking = lambda: False
+        sched.check()
+        assert sched.stats["starts"] == 1, "its words do not count towards a later start"
+        sched.on_final("Yes.")  # the same word when the assistant is quiet is an answer: it is heard
+        assert sched.stats["starts"] == 2
+        await sched.aclose()
