@@ -91,7 +91,7 @@ def shows_other_words(words: str) -> bool:
 @dataclass(frozen=True)
 class Decision:
     action: str  # PAUSE, RESUME or DROP
-    reason: str  # "talked over", "continued", "backchannel", "long", "words", "late words"
+    reason: str  # "talked over", "continued", "backchannel", "long", "words", "late words", "model"
     words: str  # the burst's words as the transcript shows them ("" when it shows none)
     speech_s: float  # the burst so far: from its first speech frame to its latest
 
@@ -165,6 +165,14 @@ class BargeInJudge:
             self.phase, self.watch = "watching", LATE_WORDS_FRAMES
             return self._decide(RESUME, "backchannel" if words_of(words) else "no words", words)
         return None
+
+    def model_yields(self) -> Decision | None:
+        """The front-end model itself chose to yield (a compact checkpoint trained with
+        interruptions says END while the user talks over it): drop now, when a burst is being
+        judged or watched. The rules above stay as the safety net for a model that does not."""
+        if self.phase == "idle":
+            return None
+        return self._drop("model", "")
 
     def _drop(self, reason: str, words: str) -> Decision:
         d = self._decide(DROP, reason, words)

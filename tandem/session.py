@@ -315,6 +315,10 @@ class Session:
         for cut in voicer.take_cuts():
             unsaid = self.conv.unsay(cut.text, cut.heard)
             self.timeline.add(tl.ASSISTANT_CUT, t=t, text=cut.text, heard=round(cut.heard, 3), unsaid=unsaid)
+        mouth = getattr(self.front_end, "mouth", None)
+        for d in mouth.take_decisions() if mouth is not None and hasattr(mouth, "take_decisions") else []:
+            kind = {"pause": tl.VOICE_PAUSE, "resume": tl.BACKCHANNEL}.get(d.action, tl.BARGE_IN)
+            self.timeline.add(kind, t=t, reason=d.reason, words=d.words, speech_s=d.speech_s)
 
     async def run(self, frames: np.ndarray) -> np.ndarray:
         """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio.

@@ -147,6 +147,8 @@ async def test_tandem_history_after_a_barge_in_holds_only_what_was_voiced():
         fe.mouth.close()
         await client.aclose()
     assert loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0, "the Mouth's barge-in silenced the voice"
+    kinds = [e["kind"] for e in sess.timeline.events if e["kind"] in (tl.VOICE_PAUSE, tl.BARGE_IN)]
+    assert kinds[:2] == [tl.VOICE_PAUSE, tl.BARGE_IN], "the Mouth's decisions are on the session's timeline"
     prompts = [r["body"]["messages"][-1]["content"] for r in srv.requests if "Spain" in str(r["body"])]
     assert prompts, "the next question went to the LLM"
     said = heard_words(out)
@@ -352,3 +354,22 @@ async def test_cascade_drops_the_reply_when_the_burst_shows_real_words():
     assert barge[0]["t"] < OVER_S + MAX_BACKCHANNEL_FRAMES * FRAME_S, "decided by the words, before the length"
     assert [e["reason"] for e in sess.timeline.of_kind(tl.LLM_CANCEL)] == ["barge-in"]
     assert "Madrid" in " ".join(e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT))
+
+
+def test_the_models_own_yield_drops_the_reply_before_the_rule_would():
+    """A checkpoint trained with interruptions says END while the user talks over it: the reply is
+    dropped then, not only after MAX_BACKCHANNEL_FRAMES of speech. Silence alone changes nothing."""
+    for model_yields in (True, False):
+        fe = MouthFrontEnd()
+        ids = fe.tokenizer.encode("one two three four five six")
+        silent, talking = (UserFrame(np.zeros(FRAME_SAMPLES, np.float32), p, p > 0.5, "") for p in (0.02, 0.9))
+        for i, t in enumerate(ids):
+            fe.mouth.say(t, i == 0, silent)
+            deadline = time.time() + 2
+            while fe.voicer.synthesizing and time.time() < deadline:
+                time.sleep(0.002)
+        for k in range(4):  # paused after 3 frames; the model yields in the 4th
+            fe.mouth.say(END if (model_yields and k == 3) else PAD, False, talking)
+        assert fe.mouth.yielded == model_yields
+        reasons = [d.reason for d in fe.mouth.take_decisions()]
+        assert reasons == (["talked over", "model"] if model_yields else ["talked over"])

@@ -124,9 +124,13 @@ def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers(
     assert tts.texts == ["The"]
     assert max(heard[11:]) > 0.1, "the first word was voiced, not cleared as a barge-in"
 
-    # three frames of the user's speech while the reply plays still stop it
+    # three frames of the user's speech while the reply plays still pause it (then the judge decides)
+    fe.mouth.say(fe.tokenizer.encode(" capital")[0], False, SILENT)  # more to say: the voice is busy
+    fe.mouth.say(PAD, False, SILENT)
+    time.sleep(0.05)
+    assert fe.voicer.busy
     script_model(fe, [PAD] * 3)
     for u in [speaking] * 3:
         fe.step(u, PAD)
-    assert not fe.voicer.busy
+    assert [d.action for d in fe.mouth.take_decisions()] == ["pause"]
     fe.close()

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ...audio import FRAME_SAMPLES, SAMPLE_RATE
-from ...backchannel import PAUSE, RESUME, BargeInJudge, Decision
+from ...backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
 from ...errors import FrontEndUnavailable
 from ...frontend import FrontEndOutput, UserFrame, speaking
 from ...tts import TTS, Voicer
@@ -64,7 +64,9 @@ class Mouth:
     """Turns a session's tokens into speech: words grouped as they complete, handed to the voice
     just in time, and paused when the user talks over it. A `BargeInJudge` (tandem/backchannel.py,
     the same rule as the cascade's) then resumes it after a backchannel or a cough, or drops what is
-    queued for a real interruption; after a drop nothing is voiced until the user stops."""
+    queued for a real interruption; after a drop nothing is voiced until the user stops. A model
+    trained to yield says END while the user talks over it: that drops the reply at once, the
+    judge's rules remaining the safety net."""
 
     DECISIONS_KEPT = 64  # the latest barge-in decisions, for a log or a timeline to take
     _log = logging.getLogger(__name__)
@@ -117,6 +119,10 @@ class Mouth:
         d = self.judge.step(talking_over, user.transcript, self.voicer.busy and not self.yielded)
         if d is not None:
             self._apply(d)
+        if tok == END and talking_over and (d is None or d.action != DROP):
+            d = self.judge.model_yields()  # the model's own decision: it stops for this interruption
+            if d is not None:
+                self._apply(d)
         if self.yielded:
             self.pending = []
             self.yielded = talking_over
