@@ -87,13 +87,22 @@ _NUMBER_WORDS = frozenset(
     "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion".split())
 
 
+BARE_ANSWER_WORDS = 3  # a first sentence this short is the answer alone ("Bangkok.", "It is Bangkok.")
+
+
 def splice(opening: str, question: str, reply: str) -> str | None:
-    """`reply` rewritten to continue `opening`; None when no clean splice exists."""
+    """`reply` rewritten to continue `opening`; None when no clean splice exists: the reply's first
+    sentence must be about what the opening says (hold its words: "Bangkok is the capital of
+    Thailand.") or be a bare answer."""
     ow, rw = _norm_words(opening), _norm_words(reply)
     if rw[: len(ow)] == ow:
         return reply
     m = re.match(r"\s*(.+?[.!?])(\s+.*)?$", reply, re.DOTALL)
     first, rest = (m.group(1), m.group(2) or "") if m else (reply.strip(), "")
+    sentence = _norm_words(first)
+    about = [w for w in ow if w not in _FILLER_WORDS and w not in _NUMBER_WORDS]  # "sixty four" may come as "64"
+    if len(sentence) > BARE_ANSWER_WORDS and not all(w in sentence for w in about):
+        return None  # a sentence about something else ("Portugal is a country in Europe.") answers no opening
     known = set(_norm_words(question)) | set(ow) | _FILLER_WORDS
     tokens = re.findall(r"[A-Za-z0-9][A-Za-z0-9'.,-]*[A-Za-z0-9]|[A-Za-z0-9]", first)
     spans: list[list[tuple[int, str]]] = []

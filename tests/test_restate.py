@@ -40,6 +40,10 @@ def test_restate(question, opening):
     ("There are", "How many planets are there in the solar system?", "The solar system has eight planets.",
      "There are eight."),
     ("The capital of Thailand is", "What is the capital of Thailand?", "The capital of Thailand.", None),
+    # about something else: spliced, it would say "The capital of Portugal is Europe."
+    ("The capital of Portugal is", "What is the capital of Portugal?", "Portugal is a country in Europe.", None),
+    ("The capital of Thailand is", "What is the capital of Thailand?", "It's Bangkok.",
+     "The capital of Thailand is Bangkok."),
 ])
 def test_splice(opening, question, reply, spliced):
     assert splice(opening, question, reply) == spliced
