@@ -41,6 +41,14 @@ def test_prompts_carry_the_dialogue_and_the_partial():
     assert [m["role"] for m in cm] == ["system", "user", "assistant"]
 
 
+def test_the_chat_form_of_the_oracle_prompt_gives_each_turn_its_own_message():
+    turns = [("user", "what is the capital of Canada"), ("assistant", "Ottawa."), ("user", "and")]
+    msgs = oracle_messages(turns, "of Australia", chat=True)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert msgs[-1]["content"] == "and of Australia", "a turn's final and its live partial are one message"
+    assert "unfinished" in msgs[0]["content"]
+
+
 def test_find_answer_matches_multiword_answers_after_a_time():
     words = [Word("Buenos", 1.0, 1.2), Word("Aires.", 1.2, 1.6), Word("Paris", 0.1, 0.3)]
     hit = find_answer(words, ["buenos aires"])
