@@ -319,3 +319,18 @@ async def test_a_backchannel_while_the_assistant_talks_starts_nothing():
         sched.on_final("Yes.")  # the same word when the assistant is quiet is an answer: it is heard
         assert sched.stats["starts"] == 2
         await sched.aclose()
+
+
+async def test_a_follow_up_is_asked_in_chat_form_and_a_first_question_in_lines():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_final("what is the capital of canada")
+        await until(lambda: not sched.in_flight)
+        sched.conv.on_assistant("Ottawa.")
+        sched.on_final("and of australia")
+        await until(lambda: len(srv.requests) == 2)
+        first, second = (r["body"]["messages"] for r in srv.requests)
+        assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
+        assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+        assert second[-1]["content"] == "and of australia"
+        await sched.aclose()
