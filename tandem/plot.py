@@ -91,6 +91,14 @@ def plot_timeline(tl: dict[str, Any], path: str | Path, user: np.ndarray | None 
             row += 1
         elif e["kind"] in ("error", "llm_error"):
             ax.plot([e["t"]], [y["LLM streams"] if e["kind"] == "llm_error" else y["transcript"]], "rx", ms=9)
+        elif e["kind"] in ("voice_pause", "backchannel", "barge_in"):  # talked over: paused, resumed, dropped
+            style = {"voice_pause": ("|", "tab:orange", "pause"), "backchannel": (">", "tab:blue", "resume"),
+                     "barge_in": ("X", "tab:red", "yield")}[e["kind"]]
+            ax.plot([e["t"]], [y["assistant audio"] + 0.35], style[0], color=style[1], ms=7)
+            ax.annotate(f"{style[2]} ({e.get('reason', '')})", (e["t"], y["assistant audio"] + 0.42), fontsize=6,
+                        color=style[1])
+        elif e["kind"] == "restate":
+            ax.annotate(f"opening: {e.get('text', '')[:40]}", (e["t"], y["oracle"] + 0.3), fontsize=6, color="tab:brown")
         elif e["kind"] == "fault":  # a back-end process died or came back: across every lane
             ax.axvline(e["t"], color="tab:red" if e.get("action") != "restarted" else "tab:olive", ls=":", lw=1)
             ax.annotate(f"{e.get('part')} {e.get('action')}", (e["t"], len(LANES) - 0.6), fontsize=6, color="tab:red")
