@@ -3,7 +3,8 @@ from tandem.plot import plot_timeline
 
 
 def test_the_plot_draws_openings_pauses_resumes_and_yields(tmp_path):
-    tl = {"meta": {"mode": "tandem"}, "frames": {"t": [0.0, 0.08, 0.16]},
+    tl = {"meta": {"mode": "tandem"}, "frames": {"t": [0.0, 0.08, 0.16], "oracle_token": [0, 5, 0], "vad": [0.9, 0.1, 0.0],
+                                                  "text": ["", "The", ""], "late_ms": [0, 0, 0], "step_ms": [1, 1, 1]},
           "events": [{"kind": "restate", "t": 0.1, "text": "The capital of Chile is", "stream": 1},
                      {"kind": "voice_pause", "t": 1.0, "reason": "talked over"},
                      {"kind": "backchannel", "t": 1.4, "reason": "backchannel", "words": "mm-hmm"},
