@@ -91,3 +91,16 @@ def test_the_word_cursor_completes_a_copied_word_from_the_oracle():
     st2 = CompactState.new(lambda text: [])
     st2.prev = P
     assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st2) is None, "no cursor without the tokenizer"
+
+
+def test_end_is_only_chosen_while_the_user_talks_over_the_reply():
+    """A model trained to yield says END while the user talks over it; with the user silent, END is
+    taken out, so a model that keeps feeding itself END still takes the turn that follows."""
+    from tandem.frontends.compact.decoding import CompactState
+
+    logp = torch.full((16,), -20.0)
+    logp[END], logp[END + 3] = math.log(0.7), math.log(0.3)
+    logp = logp - torch.logsumexp(logp, 0)
+    st = CompactState.new(lambda text: [])
+    assert st.decide(logp.clone(), vad_prob=0.9) == END, "the user talks: the model may yield"
+    assert st.decide(logp.clone(), vad_prob=0.02) == END + 3, "the user is silent: END means nothing"

@@ -72,6 +72,16 @@ class TurnStart:
         return int(torch.argmax(logp[END + 1:])) + END + 1
 
 
+def without_yield(logp: torch.Tensor) -> torch.Tensor:
+    """`logp` with END (the model's "I stop for the user talking over me") taken out and the rest
+    renormalised: a model trained to yield says END while the user talks over its reply, and only
+    then; with the user silent it would only feed itself END again (its input is its own last token)
+    and never take the turn that follows."""
+    out = logp.clone()
+    out[END] = float("-inf")
+    return out - torch.logsumexp(out, dim=-1)
+
+
 def completes_a_loop(said: list[int], tok: int) -> bool:
     """Would `tok` make the response end in the same block said three times over (four for a single
     token: "1000" is three zeros)? Greedy copying that loses its place in the oracle repeats itself
@@ -116,6 +126,8 @@ class CompactState:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
         `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
         silent to see whether it recovers), as if the model had chosen it."""
+        if not speaking(vad_prob):
+            logp = without_yield(logp)
         tok = self.turn_start.choose(logp, vad_prob) if forced is None else forced
         self.began_reply = False
         if tok <= END:
