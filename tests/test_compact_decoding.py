@@ -80,12 +80,14 @@ def test_the_word_cursor_completes_a_copied_word_from_the_oracle():
     P, ORT, UG, AL, IS = 40, 41, 42, 43, 44  # "▁P ort ug al ▁is"
     st = CompactState.new(lambda text: [], starts_word=lambda t: t in (P, IS))
     st.prev = P
-    assert word_rest(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st) == ORT, "the word goes on"
+    assert word_rest(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st) == (1, ORT), "the word goes on"
     st.prev = AL
     assert word_rest(_cursor_cache([P, ORT, UG, AL, IS], 3, 0.9), 0, st) is None, "the next piece starts a word"
     st.prev = UG
     assert word_rest(_cursor_cache([P, ORT, UG], 2, 0.9), 0, st) is None, "not fed yet"
     assert word_rest(_cursor_cache([P, ORT, UG, AL], 2, 0.1), 0, st) is None, "the pointer was not on it"
+    st.cursor = 2  # the cursor gave the piece at frame 2: it reads on from there, wherever the pointer is
+    assert word_rest(_cursor_cache([P, ORT, UG, AL, UG, AL], 4, 0.9), 0, st) == (3, AL)
     st.prev = PAD
     assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st) is None, "nothing was said"
     st2 = CompactState.new(lambda text: [])
@@ -104,3 +106,16 @@ def test_end_is_only_chosen_while_the_user_talks_over_the_reply():
     st = CompactState.new(lambda text: [])
     assert st.decide(logp.clone(), vad_prob=0.9) == END, "the user talks: the model may yield"
     assert st.decide(logp.clone(), vad_prob=0.02) == END + 3, "the user is silent: END means nothing"
+
+
+def test_after_a_word_read_from_the_oracle_no_piece_may_go_on_with_it():
+    from tandem.frontends.compact.decoding import CompactState, copied_word_ended
+
+    P, ORT, IS = 40, 41, 44
+    st = CompactState.new(lambda text: [], starts_word=lambda t: t in (P, IS))
+    st.prev, st.cursor = ORT, 1
+    assert copied_word_ended(_cursor_cache([P, ORT, IS], 1, 0.0), 0, st), "the cursor gave the word's last piece"
+    mask = st.continuations(48)
+    assert mask[ORT] and not mask[P] and not mask[IS] and not mask[END], "only pieces that go on a word"
+    st.cursor = None
+    assert not copied_word_ended(_cursor_cache([P, ORT, IS], 1, 0.1), 0, st), "a word the model made up itself"

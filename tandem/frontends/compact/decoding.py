@@ -23,7 +23,8 @@ Copying a word cannot garble it (`word_rest`): once the model has copied the fir
 word (the pointer put at least COPY_CURSOR_WEIGHT on the frame it came from), the rest of that word's
 pieces are read from the oracle frames after it, one per frame, as the teacher always says them. The
 model decides where to start and whether to go on at each word boundary; within a word it cannot lose
-its place ("Port ugal", "pres ident" were a piece generated as the start of a new word).
+its place ("Port ugal", "pres ident" were a piece generated as the start of a new word), and after a
+word read from the oracle it cannot add pieces to it ("freezinging", "Fahrenheititit").
 """
 from __future__ import annotations
 
@@ -110,6 +111,13 @@ class CompactState:
     loops_stopped: int = 0
     emitted: deque[int] = field(default_factory=lambda: deque(maxlen=4096))  # recent tokens, for inspection
     starts_word: Callable[[int], bool] | None = None  # the tokenizer's; None: no word cursor (`word_rest`)
+    cursor: int | None = None  # the oracle frame of the piece the word cursor gave last (`word_rest`)
+    _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
+
+    def continuations(self, vocab: int) -> torch.Tensor:
+        if self._continuations is None or len(self._continuations) != vocab:
+            self._continuations = torch.tensor([i > END and not self.starts_word(i) for i in range(vocab)])
+        return self._continuations
 
     @classmethod
     def new(cls, encode: Callable[[str], list[int]], starts_word: Callable[[int], bool] | None = None
@@ -174,19 +182,41 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
     logp = model.step(cache, user, vad, oracle, prev)
     out = []
     for r, st, x in zip(rows, states, inputs):
-        forced = x.forced if x.forced is not None else word_rest(cache, r, st)
-        out.append(st.decide(logp[r], x.vad_prob, forced))
+        rest = word_rest(cache, r, st) if x.forced is None else None
+        lp = logp[r]
+        if rest is None and x.forced is None and copied_word_ended(cache, r, st):
+            lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))  # the word is whole: no more pieces
+            lp = lp - torch.logsumexp(lp, dim=-1)
+        tok = st.decide(lp, x.vad_prob, x.forced if x.forced is not None else (rest[1] if rest else None))
+        st.cursor = rest[0] if rest is not None and tok == rest[1] else None
+        out.append(tok)
     return out
 
 
-def word_rest(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> int | None:
-    """The next piece of the oracle word whose last piece the model just copied (row `r` of `cache`,
-    right after `model.step`), or None: the word is complete, the piece was not copied, the next
-    one has not been fed yet, or `st` has no word cursor."""
-    if st.starts_word is None or st.prev <= END or float(cache["copied_w"][r]) < COPY_CURSOR_WEIGHT:
+def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:
+    """The piece just said ended a word read from the oracle (the cursor's, or one the pointer copied):
+    a piece that goes on that word would garble it ("freezinging")."""
+    if st.starts_word is None or st.prev <= END:
+        return False
+    return st.cursor is not None or float(cache["copied_w"][r]) >= COPY_CURSOR_WEIGHT
+
+
+def word_rest(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> tuple[int, int] | None:
+    """(oracle frame, token) of the next piece of the oracle word whose last piece was just said
+    (row `r` of `cache`, right after `model.step`), or None: the word is complete, the piece was not
+    copied, the next one has not been fed yet, or `st` has no word cursor. Inside a word the cursor
+    keeps its own place (`st.cursor`): the pointer may favour another frame holding the same piece
+    ("Fahrenheit" read on as "Fahrenheititit")."""
+    if st.starts_word is None or st.prev <= END:
         return None
-    hit = torch.nonzero(cache["slot_pos"][r] == int(cache["last_src"][r]) + 1)
+    if st.cursor is not None:
+        src = st.cursor
+    elif float(cache["copied_w"][r]) >= COPY_CURSOR_WEIGHT:
+        src = int(cache["last_src"][r])
+    else:
+        return None
+    hit = torch.nonzero(cache["slot_pos"][r] == src + 1)
     if not len(hit):
         return None
     tok = int(cache["oracle"][r, int(hit[0, 0])])
-    return tok if tok > END and not st.starts_word(tok) else None
+    return (src + 1, tok) if tok > END and not st.starts_word(tok) else None
