@@ -3,8 +3,9 @@ held-out synthetic dialogues (`tandem evaluate`), replayed real timelines (`tand
 benchmark runs.
 
 An oracle's key words are what a garbled copy gets wrong and a listener needs: names (capitalised
-words that do not merely open a sentence) and numbers (digits or number words). A copy is exact
-when every key word of the oracle was said as a whole word, in the oracle's order: "in Mexico, the
+words that do not merely open a sentence) and numbers (digits or number words), in its first
+sentence, which holds the answer. A copy is exact when every key word was said as a whole word, in
+the oracle's order: "in Mexico, the
 langua age spoken" or "Tushteer tcresh" fail, a repair followed by the right words passes.
 """
 from __future__ import annotations
@@ -52,10 +53,18 @@ def said_in_order(said: list[str], wanted: list[str]) -> bool:
     return all(any(w == s for s in it) for w in wanted)
 
 
+def answer_sentence(oracle: str) -> str:
+    """The oracle's first sentence: where its answer is ("Bees make honey, but ..."); an LLM often
+    goes on for sentences that the front-end rightly does not finish before the user speaks again or
+    the recording ends."""
+    m = re.match(r"\s*(.+?[.!?])(\s|$)", oracle, re.DOTALL)
+    return m.group(1) if m else oracle
+
+
 def copied_exactly(said: str, oracle: str) -> bool | None:
-    """True when every key word of `oracle` is in `said` as a whole word, in order; None when the
-    oracle has no key words (nothing to garble that this measure can see)."""
-    keys = key_words(oracle)
+    """True when every key word of the oracle's answer sentence is in `said` as a whole word, in
+    order; None when it has no key words (nothing to garble that this measure can see)."""
+    keys = key_words(answer_sentence(oracle))
     if not keys:
         return None
     return said_in_order(words(said), keys)

@@ -9,7 +9,7 @@ from tandem.copying import copied_exactly, exact_pct, key_words
     ("Paris is the capital of France.", ["paris", "france"]),
     ("There are 206 bones in the human body.", ["206"]),
     ("About forty years.", ["forty"]),
-    ("It is in Ottawa. It was founded in 1857.", ["ottawa", "1857"]),
+    ("It is in Ottawa. It was founded in 1857.", ["ottawa", "1857"]),  # key_words sees every sentence
     ("I am doing well, thanks for asking.", []),
     ("Yes, I can hear you.", []),
 ])
@@ -25,6 +25,7 @@ def test_key_words_are_the_names_and_numbers(oracle, keys):
     ("It is Carbleash Port.", "It is Port Carbleash.", False),  # out of order
     ("There are 260 bones.", "There are 206 bones.", False),
     ("I am fine.", "I am doing well, thanks for asking.", None),  # nothing the measure can judge
+    ("Paris. It is", "It is Paris. It has 2 million people.", True),  # the answer sentence, not the rest
 ])
 def test_copied_exactly(said, oracle, exact):
     assert copied_exactly(said, oracle) is exact
