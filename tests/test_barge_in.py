@@ -317,16 +317,22 @@ def cascade_session(script, speech):
 BC_S, BC_END_S = 3.5, 3.9  # "Mm-hmm." over the reply
 
 
+async def run_cascade(srv, script, speech, seconds: float):
+    """A cascade session over `seconds` of user frames, its Listener scripted, its voice WordTTS."""
+    client = ChatClient(LLMConfig(url=srv.url, model="m"))
+    voicer = Voicer(WordTTS())
+    sess = cascade_session(script, speech)(client, voicer)
+    out = await sess.run(frames(seconds))
+    voicer.close()
+    await client.aclose()
+    return sess, out
+
+
 async def test_cascade_talks_through_a_backchannel():
     script = [(BC_S + 0.3, {"kind": "partial", "text": "Mm-hmm", "audio_start_s": BC_S, "audio_s": BC_S + 0.3}),
               (BC_END_S + 0.5, {"kind": "final", "text": "Mm-hmm.", "audio_start_s": BC_S, "audio_s": BC_END_S})]
     with _ByRequest(delay_s=0.05) as srv:
-        client = ChatClient(LLMConfig(url=srv.url, model="m"))
-        voicer = Voicer(WordTTS())
-        sess = cascade_session(script, [(BC_S, BC_END_S)])(client, voicer)
-        out = await sess.run(frames(6.0))
-        voicer.close()
-        await client.aclose()
+        sess, out = await run_cascade(srv, script, [(BC_S, BC_END_S)], 6.0)
     through = talk_through(out, Span(BC_S, BC_END_S))
     assert through["talked_through"], through
     assert not sess.timeline.of_kind(tl.LLM_CANCEL, tl.BARGE_IN, tl.ASSISTANT_CUT), "neither cancelled nor dropped"
@@ -341,12 +347,7 @@ async def test_cascade_drops_the_reply_when_the_burst_shows_real_words():
     script = [(OVER_S + 0.35, {"kind": "partial", "text": "Wait, what", "audio_start_s": OVER_S,
                                "audio_s": OVER_S + 0.35}), SCRIPT[1]]
     with _ByRequest() as srv:
-        client = ChatClient(LLMConfig(url=srv.url, model="m"))
-        voicer = Voicer(WordTTS())
-        sess = cascade_session(script, [(OVER_S, OVER_END_S)])(client, voicer)
-        out = await sess.run(frames(8.0))
-        voicer.close()
-        await client.aclose()
+        sess, out = await run_cascade(srv, script, [(OVER_S, OVER_END_S)], 8.0)
     assert loud(out, 2.0, OVER_S) > 0.5 * 24000 and loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0
     assert yield_time(out, OVER_S) <= 0.5
     barge = sess.timeline.of_kind(tl.BARGE_IN)
