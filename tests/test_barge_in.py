@@ -61,10 +61,14 @@ def loud(out: np.ndarray, a: float, b: float) -> int:
     return int(np.sum(np.abs(out[int(a * 24000): int(b * 24000)]) > 0.01))
 
 
-def assistant_line(prompt: str) -> str:
-    lines = [ln[len("assistant: "):] for ln in prompt.splitlines() if ln.startswith("assistant: ")]
-    assert len(lines) == 1, prompt
-    return lines[0]
+def assistant_said(messages: list[dict[str, str]]) -> str:
+    """What a request tells the LLM the assistant said: its assistant message (the chat form of a
+    follow-up, and the cascade's), else the "assistant:" line of the oracle prompt's lines form."""
+    said = [m["content"] for m in messages if m["role"] == "assistant"]
+    if not said:
+        said = [ln[len("assistant: "):] for ln in messages[-1]["content"].splitlines() if ln.startswith("assistant: ")]
+    assert len(said) == 1, messages
+    return said[0]
 
 
 def heard_words(out: np.ndarray) -> list[str]:
@@ -149,11 +153,11 @@ async def test_tandem_history_after_a_barge_in_holds_only_what_was_voiced():
     assert loud(out, OVER_S + 0.5, NEXT_FINAL_S) == 0, "the Mouth's barge-in silenced the voice"
     kinds = [e["kind"] for e in sess.timeline.events if e["kind"] in (tl.VOICE_PAUSE, tl.BARGE_IN)]
     assert kinds[:2] == [tl.VOICE_PAUSE, tl.BARGE_IN], "the Mouth's decisions are on the session's timeline"
-    prompts = [r["body"]["messages"][-1]["content"] for r in srv.requests if "Spain" in str(r["body"])]
-    assert prompts, "the next question went to the LLM"
+    asked = [r["body"]["messages"] for r in srv.requests if "Spain" in str(r["body"])]
+    assert asked, "the next question went to the LLM"
     said = heard_words(out)
     assert 2 <= len(said) < 16
-    assert assistant_line(prompts[0]) == " ".join(said)
+    assert assistant_said(asked[0]) == " ".join(said)
 
 
 def test_unsay_keeps_the_words_heard_in_full():
