@@ -194,6 +194,8 @@ class Voicer:
         return out, started
 
     def close(self) -> None:
+        with self._lock:
+            self._generation += 1  # what is still queued is not synthesized: the thread ends at once
         self._todo.put(None)
         self._thread.join(timeout=5)
 
@@ -203,6 +205,9 @@ class Voicer:
             if item is None:
                 return
             gen, text = item
+            with self._lock:
+                if gen != self._generation:  # cleared (barge-in) or closed before its turn came: skip it
+                    continue
             t0 = time.perf_counter()
             try:
                 audio = self.tts.synthesize(text)

@@ -33,3 +33,32 @@ def voiced_length(text: str) -> float:
 def test_phrase_keeps_a_short_tail_and_a_sentence_a_longer_one():
     assert abs(voiced_length("the capital of") - (0.02 + 0.5 + PHRASE_TAIL_S)) < 0.01
     assert abs(voiced_length("It is Paris.") - (0.02 + 0.5 + SENTENCE_TAIL_S)) < 0.01
+
+
+def test_text_queued_before_a_clear_or_close_is_never_synthesized():
+    import threading
+    import time
+
+    from tandem.tts import Voicer
+
+    class SlowTTS:
+        sample_rate = 24000
+
+        def __init__(self):
+            self.said, self.gate = [], threading.Event()
+
+        def synthesize(self, text):
+            self.gate.wait(2)
+            self.said.append(text)
+            return np.full(2400, 0.1, np.float32)
+
+    tts = SlowTTS()
+    v = Voicer(tts)
+    for w in ["one", "two", "three"]:
+        v.say(w)
+    time.sleep(0.05)  # "one" is being synthesized, "two" and "three" wait
+    v.clear()
+    tts.gate.set()
+    v.close()
+    assert tts.said == ["one"], "what waited when the voice was cleared is skipped, not synthesized"
+    assert not v._thread.is_alive()
