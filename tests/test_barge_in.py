@@ -241,6 +241,7 @@ def test_a_reply_begun_while_the_user_still_talks_over_the_last_one_is_not_voice
     frame(fe.tokenizer.encode("Yes")[0], True, silent)
     for _ in range(3):
         frame(PAD, False, silent)
+    fe.mouth.close()
     assert max(loud[-3:]) > 0.0
 
 
@@ -375,6 +376,7 @@ def test_the_models_own_yield_drops_the_reply_before_the_rule_would():
                 time.sleep(0.002)
         for k in range(4):  # paused after 3 frames; the model yields in the 4th
             fe.mouth.say(END if (model_yields and k == 3) else PAD, False, talking)
+        fe.mouth.close()
         assert fe.mouth.yielded == model_yields
         reasons = [d.reason for d in fe.mouth.take_decisions()]
         assert reasons == (["talked over", "model"] if model_yields else ["talked over"])
