@@ -109,6 +109,7 @@ def test_supervisor_gives_up_after_its_restart_limit_and_says_so():
             _wait(lambda: sup.status()["sleeper"]["restarts"] == n and part.alive())
         part.kill()
         _wait(lambda: sup.status()["sleeper"]["state"] == "down")
+        _wait(lambda: len(events) == 5)  # the state is set a moment before its event is told
         assert [e["action"] for e in events] == ["restarting", "restarted"] * 2 + ["down"]
         assert sup.status()["sleeper"]["faults"] == 3
     finally:
