@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import signal
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -43,6 +44,9 @@ def main() -> None:
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             if args.die_on_request:
                 os.kill(os.getpid(), signal.Signals[args.die_on_request])
+                # the signal may be delivered to another thread a moment later: never answer meanwhile
+                # (under load this thread once sent its reply first and the start-up check passed)
+                time.sleep(30)
             if not req.get("stream"):
                 self._json({"choices": [{"index": 0, "message": {"role": "assistant", "content": args.reply},
                                          "finish_reason": "stop"}]})
