@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from .copying import NUMBER_WORDS
+
 _LEAD_INS = re.compile(
     r"^(?:(?:um+|uh+|er+|so|okay|ok|well|hey|hi|alright|quick question|i was wondering|tell me|"
     r"and|also|oh|hmm+)[\s,]+)+", re.IGNORECASE)
@@ -82,9 +84,6 @@ def _norm_words(text: str) -> list[str]:
 _FILLER_WORDS = frozenset(
     "the a an is was are were of in on at by for to it it's its that this there these those located known as called "
     "and which who what has have had be been being well so yes actually".split())
-_NUMBER_WORDS = frozenset(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion".split())
 
 
 BARE_ANSWER_WORDS = 3  # a first sentence this short is the answer alone ("Bangkok.", "It is Bangkok.")
@@ -100,7 +99,7 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     m = re.match(r"\s*(.+?[.!?])(\s+.*)?$", reply, re.DOTALL)
     first, rest = (m.group(1), m.group(2) or "") if m else (reply.strip(), "")
     sentence = _norm_words(first)
-    about = [w for w in ow if w not in _FILLER_WORDS and w not in _NUMBER_WORDS]  # "sixty four" may come as "64"
+    about = [w for w in ow if w not in _FILLER_WORDS and w not in NUMBER_WORDS]  # "sixty four" may come as "64"
     if len(sentence) > BARE_ANSWER_WORDS and not all(w in sentence for w in about):
         return None  # a sentence about something else ("Portugal is a country in Europe.") answers no opening
     known = set(_norm_words(question)) | set(ow) | _FILLER_WORDS
@@ -117,7 +116,7 @@ def splice(opening: str, question: str, reply: str) -> str | None:
 
     def rank(span: list[tuple[int, str]]) -> int:
         words = [w for _, t in span for w in _norm_words(t)]
-        if any(w[0].isdigit() or w in _NUMBER_WORDS for w in words):
+        if any(w[0].isdigit() or w in NUMBER_WORDS for w in words):
             return 0
         if any(i > 0 and t[0].isupper() for i, t in span):
             return 1

@@ -220,9 +220,7 @@ class OracleScheduler:
                         break  # closing the stream closes the request, as a cancel does
             if st.sid not in self._live:
                 return
-            self._pass_on(st, self._spliced(st, guard.flush()))
-            if st.splicer is not None:
-                self._pass_on(st, self._spliced(st, "", end=True))
+            self._pass_on(st, self._spliced(st, guard.flush(), end=True))
             st.ended = "done"
             self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text,
                               **({"cut": "role marker"} if guard.stopped else {}))
@@ -245,7 +243,7 @@ class OracleScheduler:
         sp = st.splicer
         if sp is None:
             return text
-        out = (sp.push(text) if text else "") if not end else sp.flush()
+        out = (sp.push(text) if text else "") + (sp.flush() if end else "")
         if out and sp.replaces and self._adopted == st.sid:
             self.emit("reset", "")  # the reply could not continue the opening: it replaces it
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
