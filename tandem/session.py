@@ -294,6 +294,7 @@ class Session:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
         self._forget_unheard(deadline + FRAME_S)
+        self._record_talk_over(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
             self.conv.on_assistant(text)
@@ -315,6 +316,9 @@ class Session:
         for cut in voicer.take_cuts():
             unsaid = self.conv.unsay(cut.text, cut.heard)
             self.timeline.add(tl.ASSISTANT_CUT, t=t, text=cut.text, heard=round(cut.heard, 3), unsaid=unsaid)
+
+    def _record_talk_over(self, t: float) -> None:
+        """The front-end's barge-in decisions (pause, resume, drop) on the timeline, as the cascade records its own."""
         mouth = getattr(self.front_end, "mouth", None)
         for d in mouth.take_decisions() if mouth is not None and hasattr(mouth, "take_decisions") else []:
             kind = {"pause": tl.VOICE_PAUSE, "resume": tl.BACKCHANNEL}.get(d.action, tl.BARGE_IN)
