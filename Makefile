@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 OUT := out
 
-.PHONY: setup setup-llm demo test test-fast bench lock clean system-deps serve loadtest
+.PHONY: setup setup-llm demo demo-knowledge test test-fast bench bench-knowledge lock clean system-deps serve loadtest
 
 # the llama.cpp check runs every time: flags given in TANDEM_LLAMA_CMAKE_ARGS change no file the stamp
 # depends on, and must still take effect (a no-op when the installed build has the same key)
@@ -46,6 +46,14 @@ demo: setup
 	$(BIN)/tandem run examples/question.wav --mode tandem --answer everest --out $(OUT)/demo.wav \
 	  --timeline $(OUT)/demo.json --plot $(OUT)/demo.png
 
+# answers a spoken question about a fictional company from its documents (examples/knowledge/): facts no
+# LLM can know; exits non-zero when the answer is not heard
+demo-knowledge: setup
+	mkdir -p $(OUT)
+	$(BIN)/tandem run examples/knowledge-question.wav --mode tandem --knowledge examples/knowledge \
+	  --answer 80 --answer eighty --out $(OUT)/demo-knowledge.wav --timeline $(OUT)/demo-knowledge.json \
+	  --plot $(OUT)/demo-knowledge.png
+
 test: setup system-deps
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
@@ -55,6 +63,11 @@ test-fast: setup
 bench: setup system-deps
 	$(BIN)/tandem bench --questions ../shared/data/questions-dev.jsonl --stride 3 \
 	  --modes tandem,frontend,cascade --policy kame,prefix --out $(OUT)/bench
+
+# the knowledge dev set through both modes, with and without the documents, the same audio (docs/BENCHMARKS.md)
+bench-knowledge: setup system-deps
+	$(BIN)/tandem bench --questions examples/knowledge-questions.jsonl --knowledge examples/knowledge \
+	  --modes tandem,cascade,tandem-no-knowledge,cascade-no-knowledge --out $(OUT)/bench-knowledge
 
 serve: setup
 	$(BIN)/tandem serve

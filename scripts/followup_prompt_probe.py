@@ -16,13 +16,27 @@ from tandem.bench import load_questions
 from tandem.bench_dialogues import load_dialogues
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
-from tandem.llm.prompt import cascade_messages, oracle_messages
+from tandem.llm.prompt import answer_messages, oracle_messages
 from tandem.scoring import normalize
+
+# the plain question-answering prompt the cascade had before both modes shared one (kept here to compare)
+FORMER_CASCADE_SYSTEM = (
+    "You are a helpful voice assistant. Answer the user's question directly and confidently in one "
+    "or two short sentences, at most 30 words. Use only words that can be spoken aloud: no symbols, "
+    "lists or markup."
+)
+
+
+def cascade_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"role": "system", "content": FORMER_CASCADE_SYSTEM}] + [
+        {"role": "user" if r == "user" else "assistant", "content": t} for r, t in turns if t.strip()]
+
 
 FORMS = {
     "oracle (lines)": lambda turns: oracle_messages(turns),
     "oracle (chat)": lambda turns: oracle_messages(turns, chat=True),
-    "cascade": cascade_messages,
+    "shared (auto, both modes)": lambda turns: answer_messages(turns),
+    "former cascade": cascade_messages,
 }
 
 

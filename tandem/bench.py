@@ -29,7 +29,7 @@ from .runner import run_session, write_outputs
 from .scoring import Transcriber, find_answer, onset_after, response_gaps, speech_end_of
 from .scheduler import SchedulerConfig
 from .session import SessionConfig
-from .stack import Stack, StackConfig
+from .stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +74,24 @@ def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Quest
     return out[:limit] if limit else out
 
 
-# bench-only variants of a mode, compared side by side with it: name -> (mode, scheduler settings)
+# bench-only variants of a mode, compared side by side with it: name -> (mode, settings of the session
+# or of its scheduler)
 MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tandem-no-opening": ("tandem", {"restate": False}),  # no restated opening (tandem/restate.py)
+    # with --knowledge: the same run without the documents, and the tandem without direct answers
+    "tandem-no-knowledge": ("tandem", {"knowledge": False}),
+    "cascade-no-knowledge": ("cascade", {"knowledge": False}),
+    "tandem-no-extractive": ("tandem", {"extractive": False}),
 }
 
 
 def session_config(mode: str) -> SessionConfig:
     """The session settings of a --modes entry: a mode, or one of MODE_VARIANTS."""
-    base, sched = MODE_VARIANTS.get(mode, (mode, {}))
-    return SessionConfig(mode=base, scheduler=dataclasses.replace(SchedulerConfig(), **sched))
+    base, settings = MODE_VARIANTS.get(mode, (mode, {}))
+    session_fields = {f.name for f in dataclasses.fields(SessionConfig)}
+    sched = {k: v for k, v in settings.items() if k not in session_fields}
+    own = {k: v for k, v in settings.items() if k in session_fields}
+    return SessionConfig(mode=base, scheduler=dataclasses.replace(SchedulerConfig(), **sched), **own)
 
 
 def base_mode(mode: str) -> str:
@@ -305,7 +313,7 @@ def run_bench(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     load = LLMLoad() if getattr(args, "llm_load", False) else None
     t_start = time.time()
-    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model)) as stack:
+    with Stack(stack_config(args)) as stack:
         if load:
             load.__enter__()
         try:

@@ -27,7 +27,7 @@ from .errors import TandemError
 from .llm.delay_proxy import DelayProxy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber
-from .stack import Stack, StackConfig
+from .stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     t_start = time.time()
-    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model)) as stack:
+    with Stack(stack_config(args)) as stack:
         if stack.llm_config is None:
             raise TandemError("--llm-delay needs an LLM")
         upstream = stack.llm_config

@@ -32,7 +32,7 @@ from .metrics import summarize
 from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, Word, find_answer, onset_after
-from .stack import Stack, StackConfig
+from .stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     t_start = time.time()
-    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model)) as stack:
+    with Stack(stack_config(args)) as stack:
         with MemorySampler([os.getpid(), *stack.pids()]) as mem:
             for d in tqdm(dialogues, desc="dialogues", unit="d"):
                 clips = [speak(t.say, args.voice, lead_s=0.0, tail_s=0.0) for t in d.turns]

@@ -14,8 +14,8 @@ import numpy as np
 from . import timeline as tl
 from .backchannel import PAUSE, RESUME, BargeInJudge, Decision, is_backchannel
 from .conversation import Conversation
-from .llm.client import ChatClient, LLMError
-from .llm.prompt import cascade_messages
+from .llm.client import LLMError
+from .providers.base import OracleProvider, OracleRequest
 from .tts import Voicer
 
 log = logging.getLogger(__name__)
@@ -48,9 +48,9 @@ class SentenceChunker:
 
 
 class CascadeResponder:
-    def __init__(self, client: ChatClient, voicer: Voicer, conversation: Conversation,
+    def __init__(self, provider: OracleProvider, voicer: Voicer, conversation: Conversation,
                  timeline: tl.Timeline, max_tokens: int = 80) -> None:
-        self.client = client
+        self.provider = provider  # the tandem's provider without its oracle-only parts: the same prompt
         self.voicer = voicer
         self.conv = conversation
         self.timeline = timeline
@@ -71,12 +71,17 @@ class CascadeResponder:
         """A reply is under way (streaming, or not yet all played) and no barge-in has stopped it."""
         return self._barged != self._ids and (self.in_flight or self.voicer.busy)
 
+    def _note(self, kind: str, **data) -> None:  # noqa: ANN003 - a provider's event, on the timeline
+        self.timeline.add(kind, **data)
+
     def on_partial(self, text: str) -> None:
         self.conv.on_partial(text)
+        self.provider.observe(self.conv.current_user_text(), False, self._note)
         self._heard = text
 
     def on_final(self, text: str) -> None:
         self.conv.on_final(text)
+        self.provider.observe(self.conv.current_user_text(), True, self._note)
         if not text.strip():
             return
         self._heard = text
@@ -95,17 +100,17 @@ class CascadeResponder:
         self._judge.reset()
         self._ids += 1
         self.stats["starts"] += 1
-        msgs = cascade_messages(self.conv.turns)
-        self.timeline.add(tl.LLM_START, stream=self._ids, prompt=msgs[-1]["content"],
-                          history=[f'{m["role"]}: {m["content"]}' for m in msgs[1:-1]])
-        self._task = asyncio.get_running_loop().create_task(self._answer(self._ids, msgs))
+        request = OracleRequest(turns=tuple(self.conv.turns), question=self.conv.current_user_text(),
+                                max_tokens=self.max_tokens, stream=self._ids)
+        self.timeline.add(tl.LLM_START, stream=self._ids, provider=self.provider.name, **self.provider.describe(request))
+        self._task = asyncio.get_running_loop().create_task(self._answer(self._ids, request))
 
-    async def _answer(self, sid: int, msgs: list[dict[str, str]]) -> None:
+    async def _answer(self, sid: int, request: OracleRequest) -> None:
         t0 = self.timeline.clock()
         chunker = SentenceChunker()
         text = ""
         try:
-            async for delta in self.client.stream(msgs, max_tokens=self.max_tokens):
+            async for delta in self.provider.answer(request, self._note):
                 if not text:
                     self.timeline.add(tl.LLM_FIRST_TOKEN, stream=sid, ttft_s=round(self.timeline.clock() - t0, 4))
                     self.timeline.add(tl.LLM_ADOPT, stream=sid)
@@ -121,10 +126,11 @@ class CascadeResponder:
                 raise LLMError("LLM returned an empty answer")
         except asyncio.CancelledError:
             raise
-        except LLMError as e:
+        except Exception as e:  # noqa: BLE001 - LLMError, or any provider's failure: say so, go on
             self.stats["errors"] += 1
-            self.timeline.add(tl.LLM_ERROR, stream=sid, error=str(e))
-            log.warning("cascade could not answer: %s", e)
+            error = str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
+            self.timeline.add(tl.LLM_ERROR, stream=sid, error=error)
+            log.warning("cascade could not answer: %s", error)
             for sent in chunker.flush():
                 self._speak(sent)
             self._speak(COULD_NOT_ANSWER)

@@ -23,6 +23,18 @@ def _add_llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-model", default=None, help="model name for --llm-url (env TANDEM_LLM_MODEL)")
 
 
+def _add_knowledge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--knowledge", type=Path, default=None, metavar="PATH",
+                   help="answer from these documents too: a folder of .md/.txt/.html files, or one file. Passages "
+                        "are searched from the user's partial transcript and go into the LLM's prompt (both modes)")
+    p.add_argument("--knowledge-index", type=Path, default=None, metavar="FILE",
+                   help="the documents' index (SQLite; default: ~/.cache/tandem/knowledge/), rebuilt only for "
+                        "documents that changed")
+    p.add_argument("--knowledge-passages", type=int, default=1, metavar="N",
+                   help="passages per prompt (default 1: the embedded 135M LLM reads one best; a bigger LLM "
+                        "can take 3)")
+
+
 def _llm_delays(text: str) -> list[float]:
     from .bench_delay import parse_delays  # imported only when the option is given
 
@@ -54,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an accepted answer word; when given, the assistant channel is transcribed, the "
                         "answer latency printed, and the exit code is 1 if no such word was heard (repeatable)")
     _add_llm_args(r)
+    _add_knowledge_args(r)
     add_moshi_args(r)
 
     s = sub.add_parser("say", help="speak a text with a test voice (not the assistant's) into a wav")
@@ -127,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--llm-rate", type=_llm_rate, default=None, metavar="TOK_PER_S",
                    help="with --llm-delay: also pace the LLM's tokens after the first to this rate")
     _add_llm_args(b)
+    _add_knowledge_args(b)
     add_moshi_args(b)
 
     v = sub.add_parser("serve", help="real-time server: Moshi's WebSocket protocol at /api/chat, browser client at /")
@@ -153,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
     _add_llm_args(v)
+    _add_knowledge_args(v)
     add_moshi_args(v)
 
     lt = sub.add_parser("loadtest", help="N concurrent protocol clients speaking questions in real time")
@@ -241,7 +256,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                             allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
         front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
-        llm_concurrency=args.llm_concurrency,
+        llm_concurrency=args.llm_concurrency, knowledge=args.knowledge, knowledge_index=args.knowledge_index,
+        knowledge_passages=args.knowledge_passages,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout))
     return serve(opts)
 
@@ -336,7 +352,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .metrics import summarize
     from .runner import run_session, write_outputs
     from .session import SessionConfig
-    from .stack import Stack, StackConfig
+    from .stack import Stack, stack_config
 
     audio = load_input(args.input)  # fail on bad input before starting anything
     fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
@@ -345,7 +361,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.mode in ("tandem", "frontend"):
         frontend.build(args.front_end, **fe_kwargs)  # fail now, with a clear message, if it is not available
     cfg = SessionConfig(mode=args.mode, pace=args.pace)
-    with Stack(StackConfig(llm_url=args.llm_url, llm_model=args.llm_model, need_llm=args.mode != "frontend")) as stack:
+    with Stack(stack_config(args, need_llm=args.mode != "frontend")) as stack:
         result = run_session(stack, audio, cfg, front_end_name=args.front_end, oracle_policy=args.oracle_policy,
                              meta={"input": str(args.input)},
                              front_end_kwargs=fe_kwargs or None)

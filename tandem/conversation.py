@@ -69,9 +69,14 @@ class Conversation:
         return " ".join(words[len(keep):])
 
     def current_user_text(self) -> str:
-        """The user's current turn: its finals plus the live partial."""
-        committed = self.turns[-1][1] if self.turns and self.turns[-1][0] == "user" else ""
-        return (committed + " " + self.partial).strip()
+        """The user's current turn: its finals plus the live partial. With no partial, the last turn
+        the user finished, even when the assistant's reply to it already began (in tandem mode the
+        reply often starts before the final transcript exists)."""
+        if self.turns and self.turns[-1][0] == "user":
+            return (self.turns[-1][1] + " " + self.partial).strip()
+        if self.partial.strip() or self._turn_at is not None:
+            return self.partial.strip()
+        return next((t for role, t in reversed(self.turns) if role == "user"), "")
 
     def current_user_words(self) -> int:
         return word_count(self.current_user_text())

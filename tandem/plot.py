@@ -99,6 +99,14 @@ def plot_timeline(tl: dict[str, Any], path: str | Path, user: np.ndarray | None 
                         color=style[1])
         elif e["kind"] == "restate":
             ax.annotate(f"opening: {e.get('text', '')[:40]}", (e["t"], y["oracle"] + 0.3), fontsize=6, color="tab:brown")
+        elif e["kind"] == "retrieval":  # a search of the user's documents, in the oracle lane
+            best = (e.get("passages") or [{}])[0].get("title", "no passage" if "error" not in e else "failed")
+            ax.plot([e["t"]], [y["oracle"] - 0.3], "D", color="tab:cyan", ms=4)
+            ax.annotate(f"search {e.get('ms', 0):.0f} ms: {best.split(': ')[-1][:28]}", (e["t"], y["oracle"] - 0.45),
+                        fontsize=5, color="tab:cyan")
+        elif e["kind"] == "extractive":
+            ax.annotate(f"from the documents: {e.get('text', '')[:40]}", (e["t"], y["oracle"] + 0.18), fontsize=6,
+                        color="tab:cyan")
         elif e["kind"] == "fault":  # a back-end process died or came back: across every lane
             ax.axvline(e["t"], color="tab:red" if e.get("action") != "restarted" else "tab:olive", ls=":", lw=1)
             ax.annotate(f"{e.get('part')} {e.get('action')}", (e["t"], len(LANES) - 0.6), fontsize=6, color="tab:red")

@@ -65,6 +65,15 @@ def _clean(question: str) -> str:
     return " ".join(q.split())
 
 
+# the user's words about themselves, as the assistant says them back ("do I have" -> "you have")
+_PERSON = {"i": "you", "me": "you", "my": "your", "mine": "yours", "we": "you", "us": "you", "our": "your",
+           "am": "are", "myself": "yourself", "ourselves": "yourselves"}
+
+
+def _second_person(text: str) -> str:
+    return re.sub(r"\b[A-Za-z]+\b", lambda m: _PERSON.get(m.group(0).lower(), m.group(0)), text)
+
+
 def restate(question: str) -> str | None:
     """The opening of the answer to `question`, or None. Only complete shapes are restated: a
     partial transcript that stops after "of" gives None, not "The capital of is"."""
@@ -73,7 +82,10 @@ def restate(question: str) -> str | None:
         m = pattern.match(q)
         if m:
             out = build(m)
-            return out[0].upper() + out[1:] if out else None
+            if not out:
+                return None
+            out = _second_person(out)
+            return out[0].upper() + out[1:]
     return None
 
 

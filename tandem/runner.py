@@ -39,7 +39,8 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
         try:
             session = Session(config, stack.listener, client, voicer=voicer, front_end=front_end,
                               oracle_policy=make_policy(oracle_policy) if config.mode == "tandem" else None,
-                              meta=meta, supervisor=stack.supervisor)
+                              meta=meta, supervisor=stack.supervisor,
+                              knowledge=stack.knowledge if config.knowledge else None)
             assistant = await session.run(frames_of(audio.samples))
             return RunResult(assistant[: len(audio.samples)], session.timeline, audio)
         finally:

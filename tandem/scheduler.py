@@ -28,9 +28,9 @@ from typing import Callable
 from . import timeline as tl
 from .backchannel import is_backchannel
 from .conversation import Conversation
-from .llm.client import ChatClient, LLMError
-from .llm.prompt import oracle_messages
 from .llm.role_guard import RoleEchoGuard
+from .llm.client import LLMError
+from .providers.base import OracleProvider, OracleRequest
 from .restate import Splicer, restate
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ class _Stream:
 
 
 class OracleScheduler:
-    def __init__(self, client: ChatClient, conversation: Conversation, timeline: tl.Timeline,
+    def __init__(self, provider: OracleProvider, conversation: Conversation, timeline: tl.Timeline,
                  emit: OracleEmit, config: SchedulerConfig = SchedulerConfig()) -> None:
-        self.client = client
+        self.provider = provider
         self.conv = conversation
         self.timeline = timeline
         self.emit = emit
@@ -104,11 +104,13 @@ class OracleScheduler:
     # -- transcript events (called on the event loop) ----------------------------------------
     def on_partial(self, text: str) -> None:
         self.conv.on_partial(text)
+        self.provider.observe(self.conv.current_user_text(), False, self._note)
         if self.config.check_on_partial:
             self.check()
 
     def on_final(self, text: str) -> None:
         self.conv.on_final(text)
+        self.provider.observe(self.conv.current_user_text(), True, self._note)
         if text.strip():
             self._final_pending = True
             self.check()
@@ -177,21 +179,22 @@ class OracleScheduler:
             for sid in sorted(self._live)[: len(self._live) - cfg.max_concurrent + 1]:
                 self._cancel(sid, "superseded")
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
-        chat = cfg.prompt_form == "chat" or (cfg.prompt_form == "auto" and any(r == "assistant" for r, _ in self.conv.turns))
-        messages = oracle_messages(self.conv.turns, self.conv.partial, chat=chat)
+        question = self.conv.current_user_text()
+        request = OracleRequest(turns=tuple(self.conv.turns), partial=self.conv.partial, question=question,
+                                max_tokens=cfg.max_tokens, stream=st.sid)
         self._live[st.sid] = st
         self._last = st
         self.stats["starts"] += 1
-        self.timeline.add(tl.LLM_START, stream=st.sid, prompt=messages[-1]["content"],
-                          **({"history": [f'{m["role"]}: {m["content"]}' for m in messages[1:-1]]}
-                             if chat else {}))
-        question = self.conv.current_user_text()
-        opening = restate(question) if cfg.restate else None
+        self.timeline.add(tl.LLM_START, stream=st.sid, provider=self.provider.name, **self.provider.describe(request))
+        # no opening once the reply has begun (tandem mode often speaks before the final exists): the
+        # front-end already said its first words, and a fresh opening would say them again
+        replying = bool(self.conv.turns) and self.conv.turns[-1][0] == "assistant" and not self.conv.partial.strip()
+        opening = restate(question) if cfg.restate and not replying else None
         if opening:
             st.splicer = Splicer(opening, question)
             self.timeline.add(tl.RESTATE, stream=st.sid, text=opening)
             self._pass_on(st, opening)
-        st.task = asyncio.get_running_loop().create_task(self._run(st, messages))
+        st.task = asyncio.get_running_loop().create_task(self._run(st, request))
 
     def _cancel(self, sid: int, reason: str) -> None:
         st = self._live.pop(sid, None)
@@ -203,10 +206,13 @@ class OracleScheduler:
         self.stats["cancels"] += 1
         self.timeline.add(tl.LLM_CANCEL, stream=sid, reason=reason)
 
-    async def _run(self, st: _Stream, messages: list[dict[str, str]]) -> None:
+    def _note(self, kind: str, **data) -> None:  # noqa: ANN003 - a provider's event, on the timeline
+        self.timeline.add(kind, **data)
+
+    async def _run(self, st: _Stream, request: OracleRequest) -> None:
         guard = RoleEchoGuard()
         try:
-            async with aclosing(self.client.stream(messages, max_tokens=self.config.max_tokens)) as deltas:
+            async with aclosing(self.provider.answer(request, self._note)) as deltas:
                 async for delta in deltas:
                     if st.sid not in self._live:
                         return
@@ -228,11 +234,12 @@ class OracleScheduler:
                 self.emit("end", "")
         except asyncio.CancelledError:
             raise
-        except LLMError as e:
+        except Exception as e:  # noqa: BLE001 - LLMError, or any provider's failure: the session goes on
             st.ended = "failed"
             self.stats["errors"] += 1
-            self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=str(e))
-            log.warning("oracle LLM stream %d failed: %s", st.sid, e)
+            error = str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
+            self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=error)
+            log.warning("oracle stream %d (%s) failed: %s", st.sid, self.provider.name, error)
         finally:
             self._live.pop(st.sid, None)
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,8 +33,12 @@ from .frontend import FrontEnd, UserFrame, speaking
 from .listener.process import ListenerProcess
 from .llm.client import ChatClient
 from .oracle import OraclePolicy, OracleStream
+from .providers import for_cascade, for_oracles
 from .scheduler import OracleScheduler, SchedulerConfig
 from .tts import Voicer
+
+if TYPE_CHECKING:
+    from .knowledge.base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +86,17 @@ class SessionConfig:
     mode: str = "cascade"
     pace: str = "realtime"  # or "fast" (see clock.py)
     event_budget_ms: float = 2.0
-    scheduler: SchedulerConfig = SchedulerConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()  # its prompt_form is the cascade's too
     cascade_max_tokens: int = 80
+    extractive: bool = True  # with knowledge, a sentence of a document that answers outright is an oracle
+    knowledge: bool = True  # use the stack's knowledge base, when it has one (False: a bench's side-by-side run)
 
 
 class Session:
     def __init__(self, config: SessionConfig, listener: ListenerProcess, client: ChatClient | None,
                  voicer: Voicer | None = None, front_end: FrontEnd | None = None,
                  oracle_policy: OraclePolicy | None = None, meta: dict[str, Any] | None = None,
-                 supervisor: Supervisor | None = None) -> None:
+                 supervisor: Supervisor | None = None, knowledge: "KnowledgeBase | None" = None) -> None:
         if config.mode not in MODES:
             raise ValueError(f"unknown mode {config.mode!r}; choose from {', '.join(MODES)}")
         if config.mode in ("tandem", "frontend") and front_end is None:
@@ -101,6 +107,8 @@ class Session:
         self.sid = uuid.uuid4().hex[:12]
         self.clock = SessionClock()
         self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
+        if knowledge is not None:
+            self.timeline.meta["knowledge"] = {"root": str(knowledge.index.root), "passages": knowledge.passages}
         self.listener = listener
         self.client = client
         self.voicer = voicer
@@ -120,12 +128,14 @@ class Session:
             self.timeline.meta["oracle_policy"] = self.oracle.policy.name
             self.timeline.meta["oracle_pad"] = tok.pad_id
             if client is not None:
-                self.scheduler = OracleScheduler(client, self.conv, self.timeline, self._emit_oracle, config.scheduler)
+                provider = for_oracles(client, knowledge, config.scheduler.prompt_form, config.extractive)
+                self.scheduler = OracleScheduler(provider, self.conv, self.timeline, self._emit_oracle, config.scheduler)
                 self.scheduler.talking = self._assistant_talking
         elif config.mode == "cascade":
             if client is None:
                 raise ValueError("cascade mode needs an LLM client")
-            self.cascade = CascadeResponder(client, voicer, self.conv, self.timeline, config.cascade_max_tokens)
+            provider = for_cascade(client, knowledge, config.scheduler.prompt_form)
+            self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
         # Listener state as last reported (updated on the event loop)
         self.vad_prob = 0.0
         self.in_speech = False

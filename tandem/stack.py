@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .children import Supervisor
 from .errors import BackendUnavailable
@@ -30,6 +31,16 @@ class StackConfig:
     listener: ListenerConfig = field(default_factory=ListenerConfig)
     need_llm: bool = True
     need_tts: bool = True
+    knowledge: Path | None = None  # the user's documents (--knowledge): a folder or one file
+    knowledge_index: Path | None = None  # where their index lives (default: a cache directory)
+    knowledge_passages: int = 1  # passages per prompt
+
+
+def stack_config(args, **kw) -> StackConfig:  # noqa: ANN001 - argparse.Namespace of run, bench, serve
+    """The stack settings a command's --llm-* and --knowledge* options ask for."""
+    return StackConfig(llm_url=getattr(args, "llm_url", None), llm_model=getattr(args, "llm_model", None),
+                       knowledge=getattr(args, "knowledge", None), knowledge_index=getattr(args, "knowledge_index", None),
+                       knowledge_passages=getattr(args, "knowledge_passages", 1), **kw)
 
 
 class Stack(contextlib.AbstractContextManager):
@@ -39,12 +50,22 @@ class Stack(contextlib.AbstractContextManager):
         self.listener: ListenerProcess | None = None
         self.llm_config: LLMConfig | None = None
         self.tts: TTS | None = None
+        self.knowledge = None  # tandem.knowledge.KnowledgeBase over --knowledge, when given
         self.supervisor = Supervisor()
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "Stack":
         try:
             cfg = self.config
+            if cfg.knowledge is not None:  # first: a wrong path fails before seconds of model loading
+                from .knowledge import KnowledgeBase, KnowledgeError
+
+                if cfg.knowledge_passages < 1:
+                    raise KnowledgeError("--knowledge-passages must be at least 1")
+                self.knowledge = self._stack.enter_context(
+                    KnowledgeBase.open(cfg.knowledge, cfg.knowledge_index, cfg.knowledge_passages))
+                st = self.knowledge.index.stats
+                log.info("knowledge: %d passages from %d documents (%s)", st.passages, st.documents, cfg.knowledge)
             if cfg.need_llm:
                 self.llm_config = LLMConfig.from_env(cfg.llm_url, cfg.llm_model)
                 if self.llm_config is None:

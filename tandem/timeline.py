@@ -38,6 +38,9 @@ BARGE_IN = "barge_in"  # the cascade stopped its reply because the user talked o
 VOICE_PAUSE = "voice_pause"  # the user talks over the voice: paused while backchannel or interruption is decided
 BACKCHANNEL = "backchannel"  # the voice resumed: the burst over it was a backchannel (or had no words: a cough)
 BACKCHANNEL_FINAL = "backchannel_final"  # the reply went on: a final of backchannel words is no new question
+RETRIEVAL = "retrieval"  # a search of the user's documents: query, trigger (partial/final/answer), ms, passages
+KNOWLEDGE_CONTEXT = "knowledge_context"  # the passages an answer request was given
+EXTRACTIVE = "extractive"  # a document's sentence given as the answer outright (no LLM)
 ERROR = "error"
 FAULT = "fault"  # a back-end process died, was restarted, or is down (part, action, error)
 

@@ -79,3 +79,10 @@ def test_a_reply_that_cannot_be_spliced_replaces_the_opening():
 def test_an_empty_reply_continues_nothing():
     s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
     assert s.flush() == "" and not s.continued
+
+
+def test_the_users_words_about_themselves_are_said_back_in_the_second_person():
+    assert restate("How many days do I have") == "You have"
+    assert restate("How many settings does my kettle have?") == "Your kettle has"
+    assert restate("Where is my order?") == "Your order is"
+    assert restate("What is the capital of France?") == "The capital of France is", "no pronoun, no change"

@@ -5,6 +5,7 @@ from fakes import FakeLLMBehaviour, FakeOpenAIServer, until
 from tandem import timeline as tl
 from tandem.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
+from tandem.providers import LLMProvider
 from tandem.scheduler import OracleScheduler, SchedulerConfig
 
 
@@ -13,7 +14,7 @@ def make(srv, **cfg):
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
     emitted: list[tuple[str, str]] = []
-    sched = OracleScheduler(ChatClient(LLMConfig(url=srv.url, model="m")), Conversation(), timeline,
+    sched = OracleScheduler(LLMProvider(ChatClient(LLMConfig(url=srv.url, model="m"))), Conversation(), timeline,
                             lambda k, t: emitted.append((k, t)), SchedulerConfig(**cfg))
     return sched, timeline, emitted
 

@@ -1,6 +1,6 @@
 from tandem.cascade import SentenceChunker
 from tandem.conversation import Conversation
-from tandem.llm.prompt import cascade_messages, oracle_messages
+from tandem.llm.prompt import answer_messages, oracle_messages
 from tandem.scoring import Word, find_answer, normalize
 
 
@@ -37,8 +37,19 @@ def test_prompts_carry_the_dialogue_and_the_partial():
     msgs = oracle_messages(turns, "what is the capital of")
     assert msgs[0]["role"] == "system" and "30 words" in msgs[0]["content"]
     assert msgs[1]["content"] == "user: hi\nassistant: hello\nuser: what is the capital of"
-    cm = cascade_messages(turns)
-    assert [m["role"] for m in cm] == ["system", "user", "assistant"]
+    auto = answer_messages(turns, "what is the capital of")
+    assert [m["role"] for m in auto] == ["system", "user", "assistant", "user"], "chat once the assistant spoke"
+    first = answer_messages([], "what is the capital of")
+    assert first == oracle_messages([], "what is the capital of"), "lines for a first question"
+
+
+def test_passages_go_into_the_system_message_of_either_form():
+    facts = ["Policies: Warranty: Every product carries a warranty of two years."]
+    for form in ("lines", "chat"):
+        msgs = answer_messages([("user", "how long is the warranty")], context=facts, form=form)
+        assert "two years" in msgs[0]["content"] and "do not say" in msgs[0]["content"]
+        assert "two years" not in msgs[-1]["content"]
+    assert "facts" not in answer_messages([("user", "hi")])[0]["content"], "no passages, no instruction"
 
 
 def test_the_chat_form_of_the_oracle_prompt_gives_each_turn_its_own_message():

@@ -91,9 +91,11 @@ _EVENT_TYPES = {
     tl.VAD_START: "vad_start", tl.VAD_END: "vad_end", tl.PARTIAL: "partial", tl.FINAL: "final",
     tl.LLM_START: "llm_start", tl.LLM_FIRST_TOKEN: "llm_first_token", tl.ORACLE_RESET: "oracle_reset",
     tl.ORACLE_APPEND: "oracle", tl.ASSISTANT_TEXT: "assistant_text", tl.ASSISTANT_AUDIO_START: "assistant_audio_start",
-    tl.LLM_ERROR: "error", tl.ERROR: "error", tl.FAULT: "fault",
+    tl.LLM_ERROR: "error", tl.ERROR: "error", tl.FAULT: "fault", tl.RETRIEVAL: "retrieval",
+    tl.EXTRACTIVE: "extractive",
 }
-_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source", "part", "action")
+_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source", "part", "action",
+                 "query", "trigger", "ms", "passages", "match")
 
 
 @dataclass

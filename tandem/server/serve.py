@@ -37,6 +37,9 @@ class ServeOptions:
     llm_url: str | None = None
     llm_model: str | None = None
     llm_concurrency: int = 1
+    knowledge: Path | None = None
+    knowledge_index: Path | None = None
+    knowledge_passages: int = 1
     backend_nice: int = 10  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
@@ -125,7 +128,8 @@ def serve(opts: ServeOptions) -> int:
         provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
-                            need_tts=False)
+                            need_tts=False, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
+                            knowledge_passages=opts.knowledge_passages)
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
         deprioritize(stack.pids(), opts.backend_nice)
@@ -148,7 +152,8 @@ def serve(opts: ServeOptions) -> int:
         async def main() -> None:
             client = stack.client()
             llm = SharedLLM(client, opts.llm_concurrency) if client is not None else None
-            backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor)
+            backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor,
+                              knowledge=stack.knowledge)
             hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode), max_sessions=opts.max_sessions,
                                          limits=opts.limits, record_dir=opts.record_dir,
                                          oracle_policy=opts.oracle_policy))

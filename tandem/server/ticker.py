@@ -44,6 +44,7 @@ class Backend:
     tts: TTS | None
     front_ends: FrontEndProvider | None
     supervisor: Any = None  # tandem.children.Supervisor watching the child processes, when there are any
+    knowledge: Any = None  # tandem.knowledge.KnowledgeBase shared by every session (--knowledge), or None
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class Hub:
         try:
             session = Session(cfg.session, b.listener, b.llm, voicer=voicer, front_end=front_end,
                               oracle_policy=make_policy(cfg.oracle_policy) if mode == "tandem" else None,
-                              meta={"input": f"live:{peer}"}, supervisor=b.supervisor)
+                              meta={"input": f"live:{peer}"}, supervisor=b.supervisor,
+                              knowledge=b.knowledge if cfg.session.knowledge else None)
         except BaseException:
             _close_parts(front_end, voicer)
             raise

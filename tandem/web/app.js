@@ -209,6 +209,12 @@ function onEvent(ev) {
       break;
     case "oracle_reset": $("oracle").textContent = ""; break;
     case "oracle": $("oracle").textContent += ($("oracle").textContent ? " " : "") + ev.text; break;
+    case "retrieval": { // a search of the user's documents (--knowledge), shown above the oracle text
+      const best = (ev.passages && ev.passages.length) ? ev.passages[0].title : "no passage";
+      $("retrieval").textContent = `searched "${ev.query}" (${ev.trigger}, ${ev.ms} ms): ${best}`;
+      break;
+    }
+    case "extractive": $("retrieval").textContent += " · answered from the documents"; break;
     case "assistant_text": break; // the words themselves come as Moshi text messages (0x02)
     case "latency": {
       window.tandem.turns++;
@@ -238,7 +244,7 @@ function stop(why) {
 
 $("start").addEventListener("click", async () => {
   if (conn) { stop("stopped"); return; }
-  for (const id of ["partial", "final", "oracle", "assistant"]) $(id).textContent = "";
+  for (const id of ["partial", "final", "retrieval", "oracle", "assistant"]) $(id).textContent = "";
   $("start").textContent = "Stop";
   $("start").classList.add("on");
   conn = new Connection();
