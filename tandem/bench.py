@@ -239,7 +239,29 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any]) -> None:
+def paired_answers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tandem variant against each cascade variant on the questions both answered: the answer
+    latency medians side by side and their ratio (a mode's own median would compare different
+    questions when the two are right on different ones)."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in runs:
+        if not r.get("failed"):
+            by.setdefault(variant_of(r), {})[r["question_id"]] = r
+    out = []
+    for t in [v for v in by if base_mode(by[v][next(iter(by[v]))]["mode"]) == "tandem"]:
+        for c in [v for v in by if base_mode(by[v][next(iter(by[v]))]["mode"]) == "cascade"]:
+            both = [q for q in by[t] if q in by[c] and by[t][q]["correct"] and by[c][q]["correct"]]
+            if not both:
+                continue
+            ta = float(np.median([by[t][q]["answer_s"] for q in both]))
+            ca = float(np.median([by[c][q]["answer_s"] for q in both]))
+            out.append({"tandem": t, "cascade": c, "questions": len(both), "tandem_answer_s": round(ta, 3),
+                        "cascade_answer_s": round(ca, 3), "ratio": round(ta / ca, 3) if ca else None})
+    return out
+
+
+def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any],
+                     pairs: list[dict[str, Any]] | None = None) -> None:
     keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
             "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
             "tts_first_audio_s_median", "starts_median", "cancels_median", "oracle_tokens_fed_median",
@@ -249,6 +271,12 @@ def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any])
     for k in keys:
         lines.append(f"| {k} | " + " | ".join(str(summary[m].get(k)) for m in modes) + " |")
     lines.append("")
+    if pairs:
+        lines += ["Answer latency on the questions both answered:", "",
+                  "| tandem | cascade | questions | tandem | cascade | ratio |", "|---|---|---|---|---|---|"]
+        lines += [f"| {p['tandem']} | {p['cascade']} | {p['questions']} | {p['tandem_answer_s']} s | "
+                  f"{p['cascade_answer_s']} s | {p['ratio']}x |" for p in pairs]
+        lines.append("")
     for k, v in extra.items():
         lines.append(f"- {k}: {v}")
     path.write_text("\n".join(lines) + "\n")
@@ -355,8 +383,10 @@ def run_bench(args: argparse.Namespace) -> int:
              "llm": stack.llm_config.endpoint if stack.llm_config else None, "llm_load": bool(load)}
     if load:
         extra["llm_load_tokens"] = load.tokens
-    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "meta": extra}, indent=1))
-    write_summary_md(out / "summary.md", summary, extra)
+    pairs = paired_answers(runs)
+    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "pairs": pairs, "meta": extra},
+                                                 indent=1))
+    write_summary_md(out / "summary.md", summary, extra, pairs)
     plot_latencies(out / "latency.png", runs)
     print((out / "summary.md").read_text())
     print(f"results: {out / 'results.json'}")

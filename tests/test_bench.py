@@ -134,3 +134,20 @@ def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
     assert modes_and_policies(args)[0] == ["tandem", "tandem-no-opening", "cascade"]
     with pytest.raises(TandemError, match="variants: tandem-no-opening"):
         modes_and_policies(argparse.Namespace(modes="tandem-nope", policy="prefix"))
+
+
+def test_answer_latency_is_compared_on_the_questions_both_modes_answered():
+    from tandem.bench import paired_answers
+
+    def run(q, mode, ok, ans):
+        return {"question_id": q, "mode": mode, "variant": mode, "correct": ok, "answer_s": ans if ok else None}
+
+    runs = [run("a", "tandem", True, 1.0), run("a", "cascade", True, 2.0),
+            run("b", "tandem", True, 0.5), run("b", "cascade", False, None),
+            run("c", "tandem", True, 3.0), run("c", "cascade", True, 2.0),
+            run("a", "tandem-no-knowledge", False, None), run("a", "cascade-no-knowledge", True, 9.0)]
+    pairs = paired_answers(runs)
+    main = next(p for p in pairs if (p["tandem"], p["cascade"]) == ("tandem", "cascade"))
+    assert main["questions"] == 2 and main["tandem_answer_s"] == 2.0 and main["cascade_answer_s"] == 2.0
+    assert main["ratio"] == 1.0, "b, answered by the tandem alone, is left out"
+    assert not any(p["tandem"] == "tandem-no-knowledge" for p in pairs), "no question both answered"

@@ -52,7 +52,8 @@ async def run_page(url: str, mic: str, seconds: float, shot: str, until=None) ->
             while time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
                 state = await page.evaluate("window.tandem")
-                lanes = {k: await page.inner_text("#" + k) for k in ("partial", "final", "oracle", "assistant", "turns")}
+                lanes = {k: await page.inner_text("#" + k)
+                         for k in ("partial", "final", "retrieval", "oracle", "assistant", "turns")}
                 if until is not None and until(state, lanes):
                     break
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -84,6 +85,27 @@ async def test_browser_client_talks_to_the_server_with_fakes_behind_it(tmp_path,
     assert st["playedAudibleS"] > 0.3, "the answer's audio was played"
     assert re.search(r"1\s+\d\.\d\d s", lanes["turns"]), lanes["turns"]
     assert res["screenshot"].exists()
+
+
+async def test_the_page_shows_each_search_of_the_users_documents(tmp_path):
+    from tandem.knowledge import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "france.md").write_text("# Facts\n\n## France\nThe capital of France is Paris, on the Seine.\n")
+    kb = KnowledgeBase.open(docs, tmp_path / "index.sqlite", progress=False)
+    mic = fake_mic_wav(tmp_path / "q.wav", question(lead_s=0.5, speech_s=1.0, tail_s=6.0))
+    try:
+        async with fake_server(knowledge=kb) as (base, hub, listener):
+            res = await run_page(base + "/", mic, 15, "browser-knowledge.png",
+                                 until=lambda s, lanes: "France" in lanes["retrieval"] and lanes["oracle"])
+    finally:
+        kb.close()
+    assert not res["problems"] and not res["state"]["errors"], (res["problems"], res["state"]["errors"])
+    lane = res["lanes"]["retrieval"]
+    assert lane.startswith(f'searched "{QUESTION_TEXT}"') and "Facts: France" in lane, lane
+    assert "answered from the documents" in lane, "the document's sentence answered outright"
+    assert "Paris" in res["lanes"]["oracle"]
 
 
 @pytest.mark.slow

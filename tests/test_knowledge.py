@@ -171,6 +171,9 @@ async def test_retrieval_starts_on_partials_with_enough_words_off_the_event_loop
     assert threads and all(t.startswith("knowledge") for t in threads), "every query runs on the index's thread"
     assert events[0]["kind"] == tl.RETRIEVAL and events[0]["trigger"] == "partial" and events[0]["passages"]
     r.observe("how long is the warranty", True, note)
+    r.observe("how long is the warranty", True, note)  # each provider of a chain passes it on
+    assert await r.hits("how long is the warranty", note) and r.stats == {"searches": 1, "reused": 2}, \
+        "the turn's search is kept, not cleared by the second provider's call"
     r.observe("and the charge", False, note)  # a new turn: too few words alone, so the last turn's join them
     assert "charge" in r.query_for("and the charge") and "warranty" in r.query_for("and the charge")
     kb.close()

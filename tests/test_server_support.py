@@ -82,7 +82,8 @@ def question(lead_s: float = 0.2, speech_s: float = 0.8, tail_s: float = 1.2) ->
 async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto.Limits = proto.Limits(),
                       token: str | None = None, record_dir=None, allow_origins: tuple[str, ...] = (),  # noqa: ANN001
                       llm_tokens: list[str] | None = None,
-                      allow_hosts: tuple[str, ...] = ()) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
+                      allow_hosts: tuple[str, ...] = (), knowledge=None,  # noqa: ANN001 - a KnowledgeBase
+                      ) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
     """An in-process server on 127.0.0.1 with fakes behind it: the energy Listener, the fake
     OpenAI server, FakeFrontEnd (echoes oracle words with a tone) and FakeTTS."""
     from fakes import FakeLLMBehaviour
@@ -91,7 +92,7 @@ async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto
         listener = EnergyListener()
         llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m")))
         provider = PerSessionFrontEnds(lambda tts: FakeFrontEnd(), name="fake") if mode != "cascade" else None
-        backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider)
+        backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider, knowledge=knowledge)
         hub = Hub(backend, HubConfig(session=SessionConfig(mode=mode), max_sessions=max_sessions, limits=limits,
                                      record_dir=record_dir))
         runner = web.AppRunner(make_app(hub, ServerConfig(token=token, allow_origins=allow_origins, allow_hosts=allow_hosts)),

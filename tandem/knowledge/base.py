@@ -67,6 +67,7 @@ class Retriever:
         self._last_key = ""
         self._new_turn = False
         self._previous_turn = ""  # the last turn's words, for a follow-up too short to search alone
+        self._observed: tuple[str, bool] = ("", False)
         self.stats = {"searches": 0, "reused": 0}
 
     @staticmethod
@@ -81,6 +82,9 @@ class Retriever:
         return f"{self._previous_turn} {question}"
 
     def observe(self, text: str, final: bool, note: Note) -> None:
+        if (text, final) == self._observed:
+            return  # several providers share this retriever and each passes the transcript on
+        self._observed = (text, final)
         if self._new_turn and text.strip():
             self._turn.clear()
             self._new_turn = False
