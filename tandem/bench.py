@@ -20,8 +20,8 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from .audio import InputAudio, write_mono
-from .copying import copied_exactly, last_oracle_text
+from .audio import AUDIBLE, InputAudio, write_mono
+from .copying import copied_exactly, cut_short, last_oracle_text
 from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY, make_policy
@@ -206,9 +206,18 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
         "said_text": s["said"],
         "gaps_s": gaps,
         "gap_max_s": max(gaps) if gaps else 0.0,
-        # the last oracle's names and numbers said whole and in order (None: no oracle, or none in it)
-        "copy_exact": copied_exactly(s["said"], last_oracle_text(tl)),
+        # the last oracle's names and numbers said whole and in order (None: no oracle, or none in it,
+        # or a reply still being said when the recording ended, cut before its last key words)
+        "copy_exact": copy_judgement(s["said"], last_oracle_text(tl), assistant),
     }
+
+
+def copy_judgement(said: str, oracle: str, assistant: np.ndarray) -> bool | None:
+    exact = copied_exactly(said, oracle)
+    still_talking = bool(len(assistant)) and float(np.max(np.abs(assistant[-int(0.3 * 24000):]))) > AUDIBLE
+    if exact is False and still_talking and cut_short(said, oracle):
+        return None  # the recording cut the reply, not the front-end: nothing to judge
+    return exact
 
 
 def _median(xs: list[float]) -> float | None:

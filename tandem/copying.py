@@ -70,6 +70,27 @@ def copied_exactly(said: str, oracle: str) -> bool | None:
     return said_in_order(words(said), keys)
 
 
+def cut_short(said: str, oracle: str, tail_words: int = 3) -> bool:
+    """`said` is a right beginning of the oracle's answer sentence that stops before its last key
+    words: the key words it has are the first ones, in order, and what follows the last of them is
+    the sentence's own next words, or fewer than `tail_words` words (a recording that ends mid-reply
+    cuts it there; a garbled copy goes on past the word it got wrong)."""
+    sentence = answer_sentence(oracle)
+    keys, want, got = key_words(sentence), words(sentence), words(said)
+    pos = opos = -1
+    matched = 0
+    for k in keys:
+        nxt = next((i for i in range(pos + 1, len(got)) if got[i] == k), None)
+        if nxt is None:
+            break
+        pos, matched = nxt, matched + 1
+        opos = next((i for i in range(opos + 1, len(want)) if want[i] == k), opos)
+    if matched == len(keys):
+        return False
+    tail, rest = got[pos + 1:], want[opos + 1:]
+    return len(tail) < tail_words or tail == rest[: len(tail)]
+
+
 def exact_pct(pairs: list[tuple[str, str]]) -> tuple[float | None, int]:
     """(percentage of (said, oracle) pairs copied exactly over those with key words, that count)."""
     judged = [v for v in (copied_exactly(s, o) for s, o in pairs) if v is not None]

@@ -48,6 +48,10 @@ def _normalized(text: str) -> str:
 class SchedulerConfig:
     check_interval_s: float = 0.5
     min_new_words: int = 2
+    # a partial starts a stream only once the user's turn holds this many words (a final always does):
+    # from 2 ("How I'm...") SmolLM2 answered "I'm sorry for your loss", and with one stream at a time
+    # that junk stayed the oracle while each later stream was cancelled by the next partial
+    min_turn_words: int = 3
     max_starts: int = 5
     window_s: float = 2.0
     max_concurrent: int = 1
@@ -145,6 +149,8 @@ class OracleScheduler:
         revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
+            return
+        if not self._final_pending and turn_words < self.config.min_turn_words:
             return
         if self.talking() and is_backchannel(self.conv.current_user_text()):
             if self._final_pending:

@@ -46,3 +46,13 @@ def test_the_last_oracle_is_the_text_appended_since_the_last_reset():
           {"kind": "oracle_append", "t": 2.5, "text": "Paris."}]  # whole words, as a session hands them
     assert last_oracle_text({"events": ev}) == "The capital is Paris."
     assert last_oracle_text({"events": []}) == ""
+
+
+def test_a_reply_cut_by_the_end_of_the_recording_is_told_from_a_garbled_one():
+    from tandem.copying import cut_short
+
+    oracle = "The area of Antarctica is 14.2 million square kilometers."
+    assert cut_short("The area of Antarctica is 14", oracle), "stopped right after a key word it got right"
+    assert cut_short("The area of", oracle), "stopped before the first key word"
+    assert not cut_short("The area of the world is large and cold", oracle), "went on past a wrong word"
+    assert not cut_short("The area of Antarctica is 14.2 million square kilometers.", oracle), "not short at all"

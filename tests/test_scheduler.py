@@ -11,6 +11,7 @@ from tandem.scheduler import OracleScheduler, SchedulerConfig
 
 def make(srv, **cfg):
     cfg.setdefault("restate", False)  # the restated opening has its own tests below
+    cfg.setdefault("min_turn_words", 2)  # KAME's rule; the shortest turn worth a start has its own test
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
     emitted: list[tuple[str, str]] = []
@@ -335,3 +336,20 @@ async def test_a_follow_up_is_asked_in_chat_form_and_a_first_question_in_lines()
         assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
         assert second[-1]["content"] == "and of australia"
         await sched.aclose()
+
+
+async def test_a_partial_of_fewer_words_than_the_minimum_starts_nothing_but_a_final_does():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, min_turn_words=3)
+        sched.on_partial("how many")
+        assert sched.stats["starts"] == 0, "two words are too few to ask about"
+        sched.on_partial("how many points")
+        assert sched.stats["starts"] == 1
+        await sched.aclose()
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, min_turn_words=3)
+        sched.on_partial("thanks")
+        sched.on_final("thanks bye")
+        assert sched.stats["starts"] == 1, "a final of any length is answered"
+        await sched.aclose()
+    assert SchedulerConfig().min_turn_words == 3

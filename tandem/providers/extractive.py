@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator
 
 from .. import timeline as tl
 from ..knowledge.base import Retriever
-from ..knowledge.query import content_words
+from ..knowledge.query import content_words, spoken_number
 from .base import Note, OracleRequest, note_nothing
 
 MIN_MATCH = 0.7  # share of the question's content words the sentence (and heading) must hold
@@ -32,6 +32,15 @@ def stem(word: str) -> str:
     return word.rstrip("e")[:6] or word[:6]  # "takes" and "take" both "tak"
 
 
+def _terms(text: str) -> set[str]:
+    """Stems of the content words, numbers as words ("10" and "ten" are one term; "45" is "forty five")."""
+    out: set[str] = set()
+    for w in content_words(text):
+        spoken = spoken_number(int(w)) if w.isdigit() and len(w) < 4 else None
+        out.update(spoken.split() if spoken else [stem(w)])
+    return out
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
 
@@ -39,15 +48,15 @@ def _sentences(text: str) -> list[str]:
 def best_sentence(question: str, passages: list[tuple[str, str]]) -> tuple[str, float] | None:
     """(sentence, match) of the best matching sentence among (heading, body) passages, or None."""
     # "how long", "how often", "how far": the word after "how" asks, the others name the thing
-    q = {stem(w) for w in content_words(re.sub(r"\bhow\s+\w+", "how", question, flags=re.IGNORECASE))}
+    q = _terms(re.sub(r"\bhow\s+\w+", "how", question, flags=re.IGNORECASE))
     if len(q) < MIN_QUESTION_WORDS:
         return None
     best: tuple[str, float] | None = None
     for rank, (heading, body) in enumerate(passages):
-        h = {stem(w) for w in content_words(heading)}
+        h = _terms(heading)
         for sent in _sentences(body):
             s_words = content_words(sent)
-            s = {stem(w) for w in s_words}
+            s = _terms(sent)
             if len(s_words) > MAX_WORDS or len(s - q) < MIN_NEW_WORDS or len(q & s) < MIN_QUESTION_WORDS:
                 continue  # too long to read out, nothing new, or matched by its heading more than itself
             match = (len(q & s) + 0.5 * len((q & h) - s)) / len(q) - 0.01 * rank
