@@ -67,7 +67,7 @@ bench: setup system-deps
 # the knowledge dev set through both modes, with and without the documents, the same audio (docs/BENCHMARKS.md)
 bench-knowledge: setup system-deps
 	$(BIN)/tandem bench --questions examples/knowledge-questions.jsonl --knowledge examples/knowledge \
-	  --modes tandem,cascade,tandem-no-knowledge,cascade-no-knowledge --out $(OUT)/bench-knowledge
+	  --modes tandem,cascade,tandem-no-knowledge,cascade-no-knowledge --tail 6 --out $(OUT)/bench-knowledge
 
 serve: setup
 	$(BIN)/tandem serve

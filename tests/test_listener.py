@@ -112,3 +112,16 @@ def test_whisper_loops_are_not_passed_on_as_partials():
 
     assert plausible("What is the capital of France?", 2.0)
     assert not plausible("What is... " + "Wh- " * 40, 0.6)
+
+
+def test_a_decoding_loop_is_cut_where_the_question_starts_over():
+    from tandem.listener.whisper import token_budget, without_loops
+
+    looped = "How long is the warranty? How long is The Werenchy, Unluffin Projects? How long Is The Werenci?"
+    assert without_loops(looped) == "How long is the warranty?"
+    assert without_loops("who founded blue for an appliances, who founded blue from appliances...") == \
+        "who founded blue for an appliances"
+    kept = "How many days are there in a year? And how many in a leap year?"
+    assert without_loops(kept) == kept, "two different questions are not a loop"
+    assert without_loops("Yes, yes, yes, I know.") == "Yes, yes, yes, I know.", "short repeats are speech"
+    assert token_budget(2.0, 96) == 22 and token_budget(60.0, 96) == 96

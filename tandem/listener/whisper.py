@@ -8,6 +8,7 @@ frequent partials and a final that is never stuck behind them.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,34 @@ import numpy as np
 
 SAMPLE_RATE = 16_000
 MAX_CONTEXT_S = 30.0
+
+
+TOKENS_PER_S = 6.0  # fast English speech is about 4 Whisper tokens a second: more is a decoding loop
+TOKENS_SLACK = 10
+
+
+def token_budget(seconds: float, most: int) -> int:
+    return min(most, TOKENS_SLACK + int(TOKENS_PER_S * seconds))
+
+
+def _clause_words(clause: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", clause.lower())
+
+
+def without_loops(text: str, min_words: int = 3) -> str:
+    """Whisper with a shortened context sometimes decodes a short question again and again ("How long
+    is the warranty? How long is The Werenchy? How long Is..."): the text up to the first clause that
+    begins as an earlier one did, by `min_words` words at least."""
+    parts = re.split(r"(?<=[.?!,;])\s+", text.strip())
+    seen: list[list[str]] = []
+    kept: list[str] = []
+    for part in parts:
+        w = _clause_words(part)
+        if len(w) >= min_words and any(len(s) >= min_words and s[:min_words] == w[:min_words] for s in seen):
+            break
+        seen.append(w)
+        kept.append(part)
+    return " ".join(kept).rstrip(",;")
 
 
 @dataclass(frozen=True)
@@ -64,9 +93,10 @@ class ShortContextWhisper:
         if feats.shape[1] < n_frames:
             feats = np.pad(feats, ((0, 0), (0, n_frames - feats.shape[1])))
         enc = self.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(feats[None])), to_cpu=False)
-        res = self.model.generate(enc, [self.prompt], beam_size=1, max_length=len(self.prompt) + self.max_new_tokens,
+        budget = token_budget(len(audio) / SAMPLE_RATE, self.max_new_tokens)
+        res = self.model.generate(enc, [self.prompt], beam_size=1, max_length=len(self.prompt) + budget,
                                   suppress_blank=True, suppress_tokens=self.suppress, return_no_speech_prob=True,
                                   repetition_penalty=1.1, no_repeat_ngram_size=4)[0]
         ids = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]
-        text = self.tokenizer.decode(ids).strip()
+        text = without_loops(self.tokenizer.decode(ids).strip())
         return Transcript(text, float(res.no_speech_prob), (time.perf_counter() - t0) * 1e3)
