@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .documents import KnowledgeError, Passage, list_documents, read_text, split_passages
-from .query import fts_query
+from .query import fts_match, query_terms
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 2  # bump when the splitter or the table layout changes: every index is then rebuilt
+SCHEMA = 3  # bump when the splitter or the table layout changes: every index is then rebuilt
+COMMON = 0.1  # a term in more passages than this share ranks little and costs a long scan: left out
+COMMON_MIN = 50  # ...and in more than this many: in a small corpus every term is kept
+MAX_TERMS = 8  # the rarest terms of a query are searched (a long partial names its subject early)
 
 
 def cache_dir() -> Path:
@@ -69,6 +72,7 @@ class KnowledgeIndex:
             self.db = sqlite3.connect(self.path, check_same_thread=False)
             self._ensure_schema()
         self.stats = UpdateStats()
+        self._df: dict[str, int] = {}
 
     @classmethod
     def open(cls, root: Path, path: Path | None = None, progress: bool = True) -> "KnowledgeIndex":
@@ -83,11 +87,15 @@ class KnowledgeIndex:
             row = None
         if row is None or row[0] != str(SCHEMA):
             self.db.executescript(
-                "DROP TABLE IF EXISTS passages; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS meta;"
+                "DROP TABLE IF EXISTS vocab; DROP TABLE IF EXISTS passages; DROP TABLE IF EXISTS docs;"
+                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS rows;"
                 "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
                 "CREATE TABLE docs(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT, passages INTEGER);"
                 "CREATE VIRTUAL TABLE passages USING fts5(title, body, path UNINDEXED, pos UNINDEXED,"
-                " tokenize='porter unicode61');")
+                " tokenize='porter unicode61');"
+                # which passages a document holds: FTS5 cannot index its UNINDEXED columns
+                "CREATE TABLE rows(path TEXT, id INTEGER); CREATE INDEX rows_path ON rows(path);"
+                "CREATE VIRTUAL TABLE vocab USING fts5vocab(passages, 'row');")
             self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
             self.db.commit()
 
@@ -128,10 +136,13 @@ class KnowledgeIndex:
                 self.db.execute("UPDATE docs SET size=?, mtime_ns=? WHERE path=?", (s.st_size, s.st_mtime_ns, rel))
                 st.reused += 1
                 continue
-            self._drop(rel)
+            if old is not None:
+                self._drop(rel)
             passages = split_passages(rel, text)
-            self.db.executemany("INSERT INTO passages(title, body, path, pos) VALUES (?, ?, ?, ?)",
-                                [(p.title, p.body, p.path, p.pos) for p in passages])
+            for p in passages:
+                cur = self.db.execute("INSERT INTO passages(title, body, path, pos) VALUES (?, ?, ?, ?)",
+                                      (p.title, p.body, p.path, p.pos))
+                self.db.execute("INSERT INTO rows VALUES (?, ?)", (rel, cur.lastrowid))
             self.db.execute("INSERT INTO docs VALUES (?, ?, ?, ?, ?)",
                             (rel, s.st_size, s.st_mtime_ns, digest, len(passages)))
             st.indexed += 1
@@ -145,6 +156,7 @@ class KnowledgeIndex:
         st.passages = self.db.execute("SELECT count(*) FROM passages").fetchone()[0]
         st.seconds = time.perf_counter() - t0
         self.stats = st
+        self._df = dict(self.db.execute("SELECT term, doc FROM vocab"))  # stemmed term -> passages holding it
         if st.passages == 0:
             why = f" ({len(st.skipped)} file(s) skipped: {'; '.join(st.skipped[:3])})" if st.skipped else ""
             raise KnowledgeError(f"--knowledge: {self.root} gave no passages: its documents hold no text{why}")
@@ -153,12 +165,35 @@ class KnowledgeIndex:
         return st
 
     def _drop(self, rel: str) -> None:
-        self.db.execute("DELETE FROM passages WHERE path=?", (rel,))
+        self.db.execute("DELETE FROM passages WHERE rowid IN (SELECT id FROM rows WHERE path=?)", (rel,))
+        self.db.execute("DELETE FROM rows WHERE path=?", (rel,))
         self.db.execute("DELETE FROM docs WHERE path=?", (rel,))
+
+    def doc_freq(self, word: str) -> int | None:
+        """In how many passages `word` is, by its longest prefix that is an indexed (stemmed) term:
+        Porter stems are prefixes of their words but for a few endings ("happy" -> "happi"), and a
+        frequency is only used to leave out the commonest terms. None for an unknown word."""
+        if " " in word:
+            return None
+        for n in range(len(word), 2, -1):
+            df = self._df.get(word[:n])
+            if df is not None:
+                return df
+        return None
+
+    def query(self, text: str) -> str:
+        """The MATCH expression for `text`: its terms but the commonest, at most MAX_TERMS of the rarest."""
+        terms = query_terms(text)
+        n = max(1, self.stats.passages)
+        scored = [(self.doc_freq(t), i, t) for i, t in enumerate(terms)]
+        common = max(COMMON * n, COMMON_MIN)
+        rare = [x for x in scored if x[0] is None or x[0] <= common] or scored
+        rare.sort(key=lambda x: (x[0] if x[0] is not None else -1, x[1]))
+        return fts_match([t for _, _, t in rare[:MAX_TERMS]])
 
     def search(self, text: str, k: int = 3) -> list[Hit]:
         """The `k` best passages for `text` (a question, or a partial transcript of one)."""
-        q = fts_query(text)
+        q = self.query(text)
         if not q:
             return []
         rows = self.db.execute(

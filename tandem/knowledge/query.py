@@ -41,21 +41,30 @@ def content_words(text: str) -> list[str]:
     return list(seen)
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for `text` (empty when it has no content words)."""
-    words = content_words(text)
+def query_terms(text: str) -> list[str]:
+    """The terms to search for `text`: its content words, and the variants speech-to-text makes of
+    them (a term of two words is a phrase)."""
     terms: dict[str, None] = {}
-    for w in words:
-        terms.setdefault(f'"{w}"', None)
+    for w in content_words(text):
+        terms.setdefault(w, None)
         if w.isdigit():
             spoken = spoken_number(int(w))
             if spoken:
-                terms.setdefault(f'"{spoken}"', None)  # a phrase: "forty five"
+                terms.setdefault(spoken, None)  # a phrase: "forty five"
     raw = re.findall(r"[a-z0-9]+", text.lower())
     for a, b in zip(raw, raw[1:]):  # a name the recogniser split in two: "blue fin" for "Bluefin"
         if a not in STOPWORDS and b not in STOPWORDS and not (a.isdigit() or b.isdigit()):
-            terms.setdefault(f'"{a}{b}"', None)
+            terms.setdefault(a + b, None)
     for i in range(len(raw) - 1):  # "forty five" heard in words, "45" in the document
         if raw[i] in _TENS and raw[i + 1] in _ONES[1:10]:
-            terms.setdefault(f'"{(_TENS.index(raw[i]) + 2) * 10 + _ONES.index(raw[i + 1])}"', None)
-    return " OR ".join(terms)
+            terms.setdefault(str((_TENS.index(raw[i]) + 2) * 10 + _ONES.index(raw[i + 1])), None)
+    return list(terms)
+
+
+def fts_match(terms: list[str]) -> str:
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for `text` (empty when it has no content words)."""
+    return fts_match(query_terms(text))
