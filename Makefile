@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 OUT := out
 
-.PHONY: setup setup-llm demo demo-knowledge test test-fast bench bench-knowledge lock clean system-deps serve loadtest
+.PHONY: setup setup-llm demo demo-knowledge test test-fast bench bench-knowledge lock clean system-deps serve loadtest capacity setup-llama-server
 
 # the llama.cpp check runs every time: flags given in TANDEM_LLAMA_CMAKE_ARGS change no file the stamp
 # depends on, and must still take effect (a no-op when the installed build has the same key)
@@ -26,20 +26,25 @@ $(STAMP): requirements.lock pyproject.toml tandem/llm/build.py
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
 
+# llama.cpp's own server (parallel slots, continuous batching) for `serve --llm-parallel N`, built from the same
+# sdist with the same portable flags; optional (5-10 min), cached like the wheel
+setup-llama-server: setup
+	$(BIN)/python -m tandem.llm.build_server
+
 # Rebuild the embedded LLM's llama.cpp from source (the fix the start-up check names when a build
 # made for another CPU dies with an illegal instruction)
 setup-llm:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m tandem.llm.build --force
 
-# Debian voices for spoken test questions (not the assistant's voice) and chromium for the browser
-# test; installed when missing.
+# Debian voices for spoken test questions (not the assistant's voice), chromium for the browser test
+# and haproxy for the load-balancer test (deploy/haproxy.cfg); installed when missing.
 system-deps:
 	@command -v text2wave >/dev/null && command -v flite >/dev/null && command -v espeak-ng >/dev/null && \
-	  command -v chromium >/dev/null || \
+	  command -v chromium >/dev/null && command -v haproxy >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      festival festvox-us-slt-hts flite espeak-ng chromium >/dev/null; \
-	    else echo "install the test voices and browser: sudo apt-get install festival festvox-us-slt-hts flite espeak-ng chromium"; exit 1; fi; }
+	      festival festvox-us-slt-hts flite espeak-ng chromium haproxy >/dev/null; \
+	    else echo "install the test voices, browser and balancer: sudo apt-get install festival festvox-us-slt-hts flite espeak-ng chromium haproxy"; exit 1; fi; }
 
 demo: setup
 	mkdir -p $(OUT)
@@ -76,6 +81,11 @@ serve: setup
 SESSIONS ?= 4
 loadtest: setup system-deps
 	$(BIN)/tandem loadtest --sessions $(SESSIONS) --duration 60 --out $(OUT)/loadtest-$(SESSIONS).json
+
+# capacity on this machine (docs/BENCHMARKS.md, "Capacity"): N sessions for a minute each, a fresh server for
+# each N, until what users hear falls short of one session's
+capacity: setup system-deps
+	$(BIN)/tandem loadtest --sessions 1,2,3,4,6 --duration 60 --out $(OUT)/capacity.json
 
 # Re-pin the dependency tree from requirements.in (needs the registries).
 lock:

@@ -161,17 +161,28 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     v.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
     v.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
-    v.add_argument("--llm-concurrency", type=int, default=1,
-                   help="LLM requests at once, shared by all sessions in arrival order (the embedded server "
-                        "runs one at a time)")
+    v.add_argument("--llm-concurrency", type=int, default=None,
+                   help="LLM requests at once, shared by all sessions in arrival order (default: --llm-parallel)")
+    v.add_argument("--llm-parallel", type=int, default=1, metavar="N",
+                   help="the embedded LLM serves N requests at once, batched (llama.cpp's own llama-server, built "
+                        "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
     _add_llm_args(v)
     _add_knowledge_args(v)
     add_moshi_args(v)
 
+    ls = sub.add_parser("llm-server", help="the embedded LLM alone, as a service on loopback that several "
+                                           "`tandem serve` instances share (--llm-url), supervised until Ctrl-C")
+    ls.add_argument("--port", type=int, default=8090)
+    ls.add_argument("--threads", type=int, default=1, help="CPU threads for the LLM")
+    ls.add_argument("--parallel", type=int, default=1, metavar="N",
+                    help="requests at once, batched (llama.cpp's own llama-server: make setup-llama-server)")
+
     lt = sub.add_parser("loadtest", help="N concurrent protocol clients speaking questions in real time")
-    lt.add_argument("--sessions", type=int, default=4)
+    lt.add_argument("--sessions", default="4", metavar="N[,N...]",
+                    help="concurrent clients; several (1,2,4,6) step through them, a fresh server each, and print "
+                         "the capacity: the most sessions at which every measure of what users hear holds")
     lt.add_argument("--duration", type=float, default=60.0, help="seconds of conversation per client")
     lt.add_argument("--url", default=None, help="server to test (http://HOST:PORT); default: start one for the run")
     lt.add_argument("--token", default=os.environ.get("TANDEM_TOKEN"))
@@ -182,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem",
                     help="mode of the server started for the run")
     lt.add_argument("--record", type=Path, default=None, help="--record DIR for the server started for the run")
+    lt.add_argument("--llm-parallel", type=int, default=1, metavar="N",
+                    help="--llm-parallel N for the server started for the run")
     lt.add_argument("--out", type=Path, default=None, help="write the per-session results as JSON")
     _add_llm_args(lt)
     return ap
@@ -228,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_bench(args)
         if args.cmd == "serve":
             return _cmd_serve(args)
+        if args.cmd == "llm-server":
+            return _cmd_llm_server(args)
         if args.cmd == "loadtest":
             from .server.loadtest import run_loadtest
 
@@ -239,6 +254,31 @@ def main(argv: list[str] | None = None) -> int:
         print("tandem: interrupted", file=sys.stderr)
         return 130
     return 1
+
+
+def _cmd_llm_server(args: argparse.Namespace) -> int:
+    import threading
+
+    from .children import Supervisor
+    from .llm.local_server import LocalLlamaServer
+
+    if not 0 < args.port < 65536:
+        raise TandemError("--port must be between 1 and 65535")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalLlamaServer(threads=args.threads, port=args.port, parallel=args.parallel) as srv:
+        sup = Supervisor()
+        sup.subscribe(lambda ev: print(f"tandem: {ev.get('part')} {ev.get('action')}"
+                                       + (f": {ev['error']}" if ev.get("error") else ""), file=sys.stderr, flush=True))
+        sup.watch(srv)
+        print(f"tandem: LLM server on {srv.url} (model {srv.model}); give it to `tandem serve --llm-url {srv.url} "
+              f"--llm-model {srv.model}`", flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            sup.close()
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -256,7 +296,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                             allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
         front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
-        llm_concurrency=args.llm_concurrency, knowledge=args.knowledge, knowledge_index=args.knowledge_index,
+        llm_concurrency=args.llm_concurrency or args.llm_parallel, llm_parallel=args.llm_parallel,
+        knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout))
     return serve(opts)

@@ -28,6 +28,7 @@ from typing import Callable
 from . import timeline as tl
 from .backchannel import is_backchannel
 from .conversation import Conversation
+from .llm.prompt import DEFAULT_FORM
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
@@ -61,10 +62,8 @@ class SchedulerConfig:
     check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
     keep_on_same_final: bool = True
     restate: bool = True  # open each stream with the answer's opening restated from the question
-    # the oracle prompt's form: KAME's one message of "user:"/"assistant:" lines, chat messages, or
-    # "auto": lines for a first question, chat once the assistant has spoken (scripts/followup_prompt_probe.py:
-    # with SmolLM2 lines were right on 19/27 questions against chat's 16, chat on 5/8 follow-ups against 2)
-    prompt_form: str = "auto"
+    # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
+    prompt_form: str = DEFAULT_FORM
 
 
 @dataclass

@@ -28,6 +28,7 @@ class StackConfig:
     llm_url: str | None = None
     llm_model: str | None = None
     llm_threads: int = 1
+    llm_parallel: int = 1  # embedded LLM requests at once (above 1: llama.cpp's own server, continuous batching)
     listener: ListenerConfig = field(default_factory=ListenerConfig)
     need_llm: bool = True
     need_tts: bool = True
@@ -69,7 +70,8 @@ class Stack(contextlib.AbstractContextManager):
             if cfg.need_llm:
                 self.llm_config = LLMConfig.from_env(cfg.llm_url, cfg.llm_model)
                 if self.llm_config is None:
-                    self.server = self._stack.enter_context(LocalLlamaServer(threads=cfg.llm_threads))
+                    self.server = self._stack.enter_context(LocalLlamaServer(threads=cfg.llm_threads,
+                                                                             parallel=cfg.llm_parallel))
                     self.llm_config = LLMConfig(url=self.server.url, model=self.server.model)
                 log.info("LLM: %s (model %s)", self.llm_config.endpoint, self.llm_config.model)
             self.listener = self._stack.enter_context(ListenerProcess(cfg.listener))

@@ -151,3 +151,23 @@ def test_answer_latency_is_compared_on_the_questions_both_modes_answered():
     assert main["questions"] == 2 and main["tandem_answer_s"] == 2.0 and main["cascade_answer_s"] == 2.0
     assert main["ratio"] == 1.0, "b, answered by the tandem alone, is left out"
     assert not any(p["tandem"] == "tandem-no-knowledge" for p in pairs), "no question both answered"
+
+
+def test_the_capacity_is_the_most_sessions_at_which_every_measure_holds():
+    from tandem.server.loadtest import capacity_of, capacity_table, parse_session_counts, verdict
+
+    def run(n, median, p95, answered, misses=0):
+        s = {"sessions": n, "onset_client_median_s": median, "onset_client_p95_s": p95, "answered_pct": answered,
+             "deadline_misses": misses, "underruns": 0, "errors": 0, "cpu": {"ours_cores": 1.0, "others_cores": 0.0}}
+        s["verdict"] = verdict(s)
+        return s
+
+    rows = [run(1, 0.4, 0.6, 100.0), run(2, 0.45, 0.7, 96.0), run(4, 0.5, 0.9, 97.0), run(6, 0.4, 0.6, 100.0)]
+    assert [r["verdict"]["pass"] for r in rows] == [True, True, False, True]
+    assert capacity_of(rows) == 2, "a pass above a failure does not count: capacity is where quality first drops"
+    assert not run(1, 0.4, 0.6, 100.0, misses=1)["verdict"]["pass"]
+    assert not run(1, 0.4, 0.6, 94.9)["verdict"]["pass"]
+    assert "fail: client onset p95 <= 0.8 s" in capacity_table(rows)
+    assert parse_session_counts("4,1,2,2") == [1, 2, 4]
+    with pytest.raises(TandemError, match="between 1 and 64"):
+        parse_session_counts("0")

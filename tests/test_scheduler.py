@@ -15,8 +15,9 @@ def make(srv, **cfg):
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
     emitted: list[tuple[str, str]] = []
-    sched = OracleScheduler(LLMProvider(ChatClient(LLMConfig(url=srv.url, model="m"))), Conversation(), timeline,
-                            lambda k, t: emitted.append((k, t)), SchedulerConfig(**cfg))
+    config = SchedulerConfig(**cfg)
+    provider = LLMProvider(ChatClient(LLMConfig(url=srv.url, model="m")), form=config.prompt_form)
+    sched = OracleScheduler(provider, Conversation(), timeline, lambda k, t: emitted.append((k, t)), config)
     return sched, timeline, emitted
 
 
@@ -36,7 +37,7 @@ async def test_starts_on_two_new_words_not_on_one():
         assert emitted[0] == ("reset", "")
         assert "".join(t for k, t in emitted if k == "append") == "The answer is Paris."
         prompt = srv.requests[0]["body"]["messages"][-1]["content"]
-        assert prompt.endswith("user: what is")
+        assert prompt == "what is", "the live partial is the last user message"
         await sched.aclose()
 
 
@@ -323,9 +324,9 @@ async def test_a_backchannel_while_the_assistant_talks_starts_nothing():
         await sched.aclose()
 
 
-async def test_a_follow_up_is_asked_in_chat_form_and_a_first_question_in_lines():
+async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_in_lines():
     with FakeOpenAIServer() as srv:
-        sched, timeline, _ = make(srv)
+        sched, timeline, _ = make(srv, prompt_form="auto")
         sched.on_final("what is the capital of canada")
         await until(lambda: not sched.in_flight)
         sched.conv.on_assistant("Ottawa.")
@@ -353,3 +354,18 @@ async def test_a_partial_of_fewer_words_than_the_minimum_starts_nothing_but_a_fi
         assert sched.stats["starts"] == 1, "a final of any length is answered"
         await sched.aclose()
     assert SchedulerConfig().min_turn_words == 3
+
+
+async def test_by_default_a_follow_ups_prompt_begins_as_the_first_questions_did():
+    """Chat form in every turn: a server that keeps the last prompt's state evaluates only the new turn."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, _ = make(srv)
+        sched.on_final("what is the capital of canada")
+        await until(lambda: not sched.in_flight)
+        sched.conv.on_assistant("Ottawa.")
+        sched.on_final("and of australia")
+        await until(lambda: len(srv.requests) == 2)
+        first, second = (r["body"]["messages"] for r in srv.requests)
+        assert second[: len(first)] == first
+        assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+        await sched.aclose()

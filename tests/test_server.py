@@ -86,6 +86,8 @@ async def test_sessions_beyond_the_limit_get_503_before_the_upgrade_and_admitted
                                                              "Sec-WebSocket-Version": "13",
                                                              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}) as r:
                 assert r.status == 503 and r.headers["Retry-After"]
+            async with http.get(base + "/api/health") as r:  # what a load balancer asks: no token needed
+                assert r.status == 503 and (await r.json())["full"]
         await asyncio.gather(*speaking)
         for x in (a, b):
             assert "".join(x.got.texts).split() == ["The", "answer", "is", "Paris."]
@@ -93,6 +95,9 @@ async def test_sessions_beyond_the_limit_get_503_before_the_upgrade_and_admitted
             assert not x.got.errors
         await a.close()
         await asyncio.sleep(0.2)
+        async with aiohttp.ClientSession() as http, http.get(base + "/api/health") as r:
+            assert r.status == 200 and await r.json() == {"ready": True, "sessions": 1, "max_sessions": 2,
+                                                          "full": False, "down": []}
         c = await ProtocolClient(base).connect()  # a freed place is available again
         await c.close()
         await b.close()
@@ -396,11 +401,18 @@ async def test_all_live_sessions_are_stepped_in_one_front_end_call_per_tick():
 
 
 async def test_load_generator_reports_onsets_and_frame_health_per_session():
-    from tandem.server.loadtest import run_clients, summarize
+    from fakes import FakeTranscriber
+    from tandem.server.loadtest import run_clients, score_answers, summarize, verdict
 
     async with fake_server(max_sessions=3) as (base, _, _):
         reports, status = await run_clients(base, 3, 5.0, [question(tail_s=1.5)], stagger_s=0.2)
+    score_answers(reports, [["paris"]], FakeTranscriber())
     s = summarize(reports, status)
+    assert s["answers_judged"] == s["turns"] and s["answered_pct"] == 100.0, "what came back holds the answer"
+    assert 0 < s["answer_heard_median_s"] < 4.0 and s["onset_client_p95_s"] >= s["onset_client_median_s"]
+    score_answers(reports, [["london"]], FakeTranscriber())
+    assert summarize(reports, status)["answered_pct"] == 0.0
+    assert not verdict(summarize(reports, status))["pass"]
     assert s["sessions"] == 3 and s["turns"] >= 3 and s["unanswered"] == 0 and s["errors"] == 0
     assert all(r.onsets_client_s and r.onsets_server_s for r in reports)
     assert 0.3 < s["onset_server_median_s"] < 1.2 and 0.3 < s["onset_client_median_s"] < 1.5

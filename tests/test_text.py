@@ -37,10 +37,15 @@ def test_prompts_carry_the_dialogue_and_the_partial():
     msgs = oracle_messages(turns, "what is the capital of")
     assert msgs[0]["role"] == "system" and "30 words" in msgs[0]["content"]
     assert msgs[1]["content"] == "user: hi\nassistant: hello\nuser: what is the capital of"
-    auto = answer_messages(turns, "what is the capital of")
+    auto = answer_messages(turns, "what is the capital of", form="auto")
     assert [m["role"] for m in auto] == ["system", "user", "assistant", "user"], "chat once the assistant spoke"
-    first = answer_messages([], "what is the capital of")
+    first = answer_messages([], "what is the capital of", form="auto")
     assert first == oracle_messages([], "what is the capital of"), "lines for a first question"
+    # the default: chat in every turn, so a follow-up's prompt begins as the first question's did (a
+    # server that keeps the last prompt's state evaluates only what was added)
+    one = answer_messages([], "what is the capital of Canada")
+    two = answer_messages([("user", "what is the capital of Canada"), ("assistant", "Ottawa.")], "and of Australia")
+    assert two[: len(one)] == one
 
 
 def test_passages_go_into_the_system_message_of_either_form():

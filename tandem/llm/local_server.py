@@ -71,7 +71,8 @@ class LocalLlamaServer:
     name = "LLM server"
 
     def __init__(self, model_path: Path | None = None, threads: int = 1, n_ctx: int = 2048,
-                 startup_timeout_s: float = 60.0, command: list[str] | None = None) -> None:
+                 startup_timeout_s: float = 60.0, command: list[str] | None = None, port: int = 0,
+                 parallel: int = 1) -> None:
         self.model_path = model_path or bundled_model_path()
         self.threads = threads
         self.n_ctx = n_ctx
@@ -80,7 +81,21 @@ class LocalLlamaServer:
         # (TANDEM_LLM_SERVER_CMD, e.g. llama.cpp's own llama-server with its model)
         env = os.environ.get("TANDEM_LLM_SERVER_CMD")
         self.command = command if command is not None else (shlex.split(env) if env else None)
-        self.port = 0
+        self.port = port  # 0: a free one
+        # requests served at once: above 1, llama.cpp's own server (parallel slots, continuous batching),
+        # built by tandem.llm.build_server; llama-cpp-python's server runs one request at a time
+        self.parallel = parallel
+        if parallel < 1:
+            raise BackendUnavailable("--llm-parallel must be at least 1")
+        self.server_binary: Path | None = None
+        if parallel > 1 and self.command is None:
+            from .build_server import find
+
+            self.server_binary = find()
+            if self.server_binary is None:
+                raise BackendUnavailable(f"--llm-parallel {parallel} needs llama.cpp's own llama-server, which this "
+                                         "environment does not have: build it with `make setup-llama-server` "
+                                         "(or `python -m tandem.llm.build_server`)")
         self.proc: subprocess.Popen | None = None
         self._log_path: Path | None = None
         self._closed = False
@@ -110,6 +125,10 @@ class LocalLlamaServer:
         self._log_path = Path(name)
         if self.command is not None:
             cmd = [*self.command, "--host", "127.0.0.1", "--port", str(self.port)]
+        elif self.server_binary is not None:
+            cmd = [str(self.server_binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(self.port),
+                   "-c", str(self.n_ctx * self.parallel), "-np", str(self.parallel), "-t", str(self.threads),
+                   "-tb", str(self.threads), "-a", MODEL_ALIAS]
         else:
             cmd = [sys.executable, "-m", "tandem.llm.llama_main", "--model", str(self.model_path),
                    "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),

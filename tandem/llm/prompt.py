@@ -2,17 +2,22 @@
 tandem and the cascade differ only in how the answer reaches the user's ears, not in what the LLM
 was asked. Passages from the user's documents, when there are any, go into it alike.
 
-Two forms: KAME's one user message of "user:"/"assistant:" lines, and the dialogue as chat messages
-(what chat-tuned LLMs understand best). "auto" takes the lines for a first question and chat once
-the assistant has spoken: with SmolLM2, text only (scripts/followup_prompt_probe.py, 80 dev questions
-and 8 follow-ups), lines were right on 57 questions and 2 follow-ups, chat on 55 and 5, the plain
-question-answering prompt the cascade had before on 55 and 6.
+Forms: the dialogue as chat messages (the default: what chat-tuned LLMs understand best), KAME's one
+user message of "user:"/"assistant:" lines, or "auto" (lines for a first question, chat once the
+assistant has spoken). With SmolLM2, text only (scripts/followup_prompt_probe.py, 80 dev questions and
+8 follow-ups), chat was right on 55 questions and 5 follow-ups, lines on 57 and 2, the plain
+question-answering prompt the cascade had before on 55 and 6: level on questions, chat far ahead on
+follow-ups. Chat is the default rather than "auto" for speed: a server that keeps the last prompt's
+state (llama-cpp-python's) evaluates a prompt that does not begin as the last one did from scratch,
+1.3-1.7 s for 120 tokens on this machine, and "auto" switched forms at every follow-up (and between
+sessions in different states); within one form each new turn only appends to the prompt.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-FORMS = ("auto", "lines", "chat")
+FORMS = ("chat", "lines", "auto")
+DEFAULT_FORM = "chat"
 
 ORACLE_SYSTEM = (
     "You are the assistant in a spoken conversation that is still going on. The user may not have "
@@ -55,7 +60,7 @@ def chat_form(form: str, turns: Sequence[tuple[str, str]]) -> bool:
 
 
 def answer_messages(turns: Sequence[tuple[str, str]], partial: str = "", context: Sequence[str] = (),
-                    form: str = "auto") -> list[dict[str, str]]:
+                    form: str = DEFAULT_FORM) -> list[dict[str, str]]:
     """The messages for the dialogue so far plus the live partial (empty once the turn is final).
     With passages, "auto" takes the chat form: with SmolLM2 on the knowledge dev set (25 questions,
     one passage each, text only) chat was right on 21, the lines on 18."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..llm.prompt import DEFAULT_FORM
 from .base import OracleProvider, OracleRequest
 from .chain import FirstOf
 from .llm import LLMProvider
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["FirstOf", "LLMProvider", "OracleProvider", "OracleRequest", "for_cascade", "for_oracles"]
 
 
-def for_oracles(client: "ChatClient", knowledge: "KnowledgeBase | None" = None, form: str = "auto",
+def for_oracles(client: "ChatClient", knowledge: "KnowledgeBase | None" = None, form: str = DEFAULT_FORM,
                 extractive: bool = True) -> OracleProvider:
     llm = LLMProvider(client, form)
     if knowledge is None:
@@ -30,6 +31,6 @@ def for_oracles(client: "ChatClient", knowledge: "KnowledgeBase | None" = None, 
     return FirstOf([ExtractiveProvider(retriever), grounded]) if extractive else grounded
 
 
-def for_cascade(client: "ChatClient", knowledge: "KnowledgeBase | None" = None, form: str = "auto") -> OracleProvider:
+def for_cascade(client: "ChatClient", knowledge: "KnowledgeBase | None" = None, form: str = DEFAULT_FORM) -> OracleProvider:
     """The cascade asks the LLM (with the passages) and nothing else: it is the baseline."""
     return for_oracles(client, knowledge, form, extractive=False)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any, AsyncIterator
 
 from ..llm.client import ChatClient
-from ..llm.prompt import answer_messages, describe
+from ..llm.prompt import DEFAULT_FORM, answer_messages, describe
 from .base import Note, OracleRequest, note_nothing
 
 
 class LLMProvider:
     name = "llm"
 
-    def __init__(self, client: ChatClient, form: str = "auto") -> None:
+    def __init__(self, client: ChatClient, form: str = DEFAULT_FORM) -> None:
         self.client = client
         self.form = form
 

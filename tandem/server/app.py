@@ -185,6 +185,13 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response(request.app[HUB_KEY].status())
 
 
+async def health(request: web.Request) -> web.Response:
+    """For load balancers: 200 while a new session would be taken, 503 when full or a part of the
+    back-end is down. No token (it tells nothing but readiness); the Host check applies."""
+    r = request.app[HUB_KEY].readiness()
+    return web.json_response(r, status=200 if r["ready"] else 503)
+
+
 def _no_token() -> web.Response:
     return web.Response(status=401, text="missing or wrong token (Authorization: Bearer TOKEN, or the WebSocket "
                                          f"subprotocol {TOKEN_PROTOCOL}TOKEN)\n")
@@ -228,6 +235,7 @@ def make_app(hub: Hub, config: ServerConfig) -> web.Application:
     app.router.add_static("/static/", WEB_DIR, show_index=False, follow_symlinks=False)
     app.router.add_get("/api/chat", chat)
     app.router.add_get("/api/status", status)
+    app.router.add_get("/api/health", health)
 
     async def on_shutdown(app: web.Application) -> None:
         await hub.aclose()

@@ -36,6 +36,11 @@ DEFAULT_QUESTIONS = [
     "What is the largest planet in the solar system?",
     "How many legs does a spider have?",
 ]
+DEFAULT_ANSWERS = [["paris"], ["shakespeare"], ["jupiter"], ["eight", "8"]]
+ANSWER_WINDOW_S = 4.0  # an answer counts when its word is heard this soon after the end of the question
+
+# what users hear at capacity (issue 16, ARCHITECTURE "capacity"): every one must hold
+TARGETS = {"onset_client_median_s": 0.5, "onset_client_p95_s": 0.8, "answered_pct": 95.0}
 
 
 @dataclass
@@ -53,15 +58,23 @@ class SessionReport:
     errors: list[str] = field(default_factory=list)
     close_code: int | None = None
     said: str = ""
+    answers_heard_s: list[float | None] = field(default_factory=list)  # per turn: answer word after the question's end
+    turn_audio: list[np.ndarray] = field(default_factory=list, repr=False)  # per turn, what came back (not saved)
+    turn_questions: list[int] = field(default_factory=list)  # per turn, which question was spoken
 
 
 def question_texts(path: Path | None, limit: int | None) -> list[str]:
     """The questions to speak: `tandem bench`'s question file (read by its loader), else a few defaults."""
+    return [q for q, _ in questions_and_answers(path, limit)]
+
+
+def questions_and_answers(path: Path | None, limit: int | None) -> list[tuple[str, list[str]]]:
     if path is None:
-        return DEFAULT_QUESTIONS[:limit] if limit else list(DEFAULT_QUESTIONS)
+        pairs = list(zip(DEFAULT_QUESTIONS, DEFAULT_ANSWERS))
+        return pairs[:limit] if limit else pairs
     from ..bench import load_questions  # here, not at the top: bench pulls in the whole stack
 
-    return [q.question for q in load_questions(path, limit)]
+    return [(q.question, q.answers) for q in load_questions(path, limit)]
 
 
 async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndarray], ends: list[float],
@@ -87,6 +100,8 @@ async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndar
             else:
                 rep.onsets_client_s.append(round(first - spoken_end, 3))
             rep.onsets_server_s += [e["onset_s"] for e in c.got.of_type("latency")[n_lat:]][:1]
+            rep.turn_questions.append(q % len(audios))
+            rep.turn_audio.append(_heard_after(c, spoken_end, ANSWER_WINDOW_S + 1.0))
             q += 1
         await asyncio.sleep(0.3)
     finally:
@@ -100,6 +115,46 @@ async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndar
         await c.close()
         rep.close_code = c.close_code
     return rep
+
+
+def _heard_after(c: ProtocolClient, t: float, window_s: float) -> np.ndarray:
+    """The assistant audio that arrived in [t, t + window_s), as one signal (the server sends a frame
+    every 80 ms, so arrival order is play order). Audio still on its way when the next question starts
+    is cut there, as a listener who asks again hears it."""
+    chunks = [pcm for at, pcm in zip(c.got.audio_t, c.got.audio) if t <= at < t + window_s]
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+
+def score_answers(reports: list[SessionReport], answers: list[list[str]], transcriber=None) -> None:  # noqa: ANN001
+    """Transcribe what each turn got back and note when its answer word was heard (None: not heard)."""
+    from ..scoring import Transcriber, find_answer
+
+    transcriber = transcriber or Transcriber()
+    for r in reports:
+        r.answers_heard_s = []
+        for audio, qi in zip(r.turn_audio, r.turn_questions):
+            hit = find_answer(transcriber.words(audio), answers[qi]) if len(audio) else None
+            r.answers_heard_s.append(round(hit.start, 3) if hit else None)
+
+
+def verdict(summary: dict[str, Any]) -> dict[str, Any]:
+    """Whether the run is at single-session quality, measure by measure (all must pass)."""
+    checks = {
+        f"client onset median <= {TARGETS['onset_client_median_s']} s":
+            summary["onset_client_median_s"] is not None and summary["onset_client_median_s"] <= TARGETS["onset_client_median_s"],
+        f"client onset p95 <= {TARGETS['onset_client_p95_s']} s":
+            summary["onset_client_p95_s"] is not None and summary["onset_client_p95_s"] <= TARGETS["onset_client_p95_s"],
+        f">= {TARGETS['answered_pct']:g}% of turns answered within {ANSWER_WINDOW_S:g} s":
+            summary["answered_pct"] is not None and summary["answered_pct"] >= TARGETS["answered_pct"],
+        "0 deadline misses": summary["deadline_misses"] == 0,
+        "0 input underruns": summary["underruns"] == 0,
+        "0 errors": summary["errors"] == 0,
+    }
+    return {"pass": all(checks.values()), "checks": checks}
+
+
+def _p95(xs: list[float]) -> float | None:
+    return round(float(np.percentile(xs, 95)), 3) if xs else None
 
 
 async def run_clients(url: str, sessions: int, duration_s: float, audios: list[np.ndarray], token: str | None = None,
@@ -122,11 +177,17 @@ async def run_clients(url: str, sessions: int, duration_s: float, audios: list[n
 def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> dict[str, Any]:
     client = [x for r in reports for x in r.onsets_client_s]
     server = [x for r in reports for x in r.onsets_server_s]
+    heard = [x for r in reports for x in r.answers_heard_s]
+    in_time = [x for x in heard if x is not None and x <= ANSWER_WINDOW_S]
     return {
         "sessions": len(reports),
         "turns": sum(r.turns for r in reports),
         "unanswered": sum(r.unanswered for r in reports),
+        "answers_judged": len(heard),
+        "answered_pct": round(100 * len(in_time) / len(heard), 1) if heard else None,
+        "answer_heard_median_s": round(statistics.median(in_time), 3) if in_time else None,
         "onset_client_median_s": round(statistics.median(client), 3) if client else None,
+        "onset_client_p95_s": _p95(client),
         "onset_client_max_s": round(max(client), 3) if client else None,
         "onset_server_median_s": round(statistics.median(server), 3) if server else None,
         "deadline_misses": sum(r.deadline_misses for r in reports),
@@ -205,7 +266,7 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa:
 
     port = free_port()
     cmd = [sys.executable, "-m", "tandem", "serve", "--port", str(port), "--max-sessions", str(sessions),
-           "--mode", args.mode]
+           "--mode", args.mode, "--llm-parallel", str(getattr(args, "llm_parallel", 1))]
     if args.llm_url:
         cmd += ["--llm-url", args.llm_url] + (["--llm-model", args.llm_model] if args.llm_model else [])
     if args.record:
@@ -224,22 +285,25 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa:
     raise TandemError("the server did not start within 180 s")
 
 
-def run_loadtest(args) -> int:  # noqa: ANN001
-    from ..voices import speak
-
-    if args.sessions < 1 or args.sessions > 64:
+def parse_session_counts(text: str) -> list[int]:
+    """--sessions: one count, or several ("1,2,4,6") for a capacity sweep."""
+    try:
+        counts = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise TandemError(f"--sessions takes a number or numbers with commas (1,2,4,6), not {text!r}") from None
+    if not counts or any(n < 1 or n > 64 for n in counts):
         raise TandemError("--sessions must be between 1 and 64")
-    if args.duration <= 0 or args.duration > 3600:
-        raise TandemError("--duration must be between 0 and 3600 seconds")
-    questions = question_texts(args.questions, args.limit)
-    audios = [speak(q, args.voice, lead_s=0.5, tail_s=args.tail) for q in questions]
+    return sorted(set(counts))
+
+
+def _one_run(args, n: int, audios: list[np.ndarray], answers: list[list[str]], transcriber) -> tuple[dict, list]:  # noqa: ANN001
     proc = None
     url = args.url
     try:
         if url is None:
-            proc, url = _spawn_server(args, args.sessions)
+            proc, url = _spawn_server(args, n)
         meter = CpuMeter(proc.pid if proc else None)
-        reports, status = asyncio.run(run_clients(url, args.sessions, args.duration, audios, args.token))
+        reports, status = asyncio.run(run_clients(url, n, args.duration, audios, args.token))
         cpu = meter.report()
     finally:
         if proc is not None:
@@ -248,26 +312,87 @@ def run_loadtest(args) -> int:  # noqa: ANN001
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    score_answers(reports, answers, transcriber)  # after the run: transcribing is not part of the load
     summary = summarize(reports, status)
     summary["cpu"] = cpu
-    print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'misses':>6} "
-          f"{'late p99':>8} {'underruns':>9} {'errors':>6}")
+    summary["verdict"] = verdict(summary)
+    return summary, reports
+
+
+def _print_sessions(reports: list[SessionReport]) -> None:
+    print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'answered':>8} "
+          f"{'misses':>6} {'late p99':>8} {'underruns':>9} {'errors':>6}")
     for r in reports:
         oc = f"{statistics.median(r.onsets_client_s):.2f} s" if r.onsets_client_s else "-"
         os_ = f"{statistics.median(r.onsets_server_s):.2f} s" if r.onsets_server_s else "-"
-        print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
+        ans = f"{sum(1 for x in r.answers_heard_s if x is not None and x <= ANSWER_WINDOW_S)}/{len(r.answers_heard_s)}"
+        print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
               f"{r.underruns:>9} {len(r.errors):>6}")
-    print(json.dumps({k: v for k, v in summary.items() if k != "server"}))
-    if cpu["others_cores"] > 0.25:
-        print(f"note: other work used {cpu['others_cores']} of {cpu['cores']} cores during the run; "
-              f"capacity figures from a busy machine are pessimistic", file=sys.stderr)
+
+
+def capacity_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| sessions | client onset median | p95 | answered in 4 s | deadline misses | underruns | errors | "
+             "CPU (cores, ours / others) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in rows:
+        failed = [k for k, ok in s["verdict"]["checks"].items() if not ok]
+        lines.append(f"| {s['sessions']} | {s['onset_client_median_s']} s | {s['onset_client_p95_s']} s | "
+                     f"{s['answered_pct']}% | {s['deadline_misses']} | {s['underruns']} | {s['errors']} | "
+                     f"{s['cpu']['ours_cores']} / {s['cpu']['others_cores']} | "
+                     f"{'pass' if s['verdict']['pass'] else 'fail: ' + '; '.join(failed)} |")
+    return "\n".join(lines)
+
+
+def capacity_of(rows: list[dict[str, Any]]) -> int:
+    """The largest session count at which this run and every smaller one passed (0: none did)."""
+    cap = 0
+    for s in sorted(rows, key=lambda r: r["sessions"]):
+        if not s["verdict"]["pass"]:
+            break
+        cap = s["sessions"]
+    return cap
+
+
+def run_loadtest(args) -> int:  # noqa: ANN001
+    from ..scoring import Transcriber
+    from ..voices import speak
+
+    counts = parse_session_counts(args.sessions)
+    if args.duration <= 0 or args.duration > 3600:
+        raise TandemError("--duration must be between 0 and 3600 seconds")
+    qa = questions_and_answers(args.questions, args.limit)
+    audios = [speak(q, args.voice, lead_s=0.5, tail_s=args.tail) for q, _ in qa]
+    answers = [a for _, a in qa]
+    transcriber = Transcriber()
+    rows, all_reports = [], {}
+    for n in counts:
+        summary, reports = _one_run(args, n, audios, answers, transcriber)
+        rows.append(summary)
+        all_reports[n] = reports
+        print(f"== {n} session(s)")
+        _print_sessions(reports)
+        print(json.dumps({k: v for k, v in summary.items() if k != "server"}))
+        if summary["cpu"]["others_cores"] > 0.25:
+            print(f"note: other work used {summary['cpu']['others_cores']} of {summary['cpu']['cores']} cores during "
+                  f"the run; capacity figures from a busy machine are pessimistic", file=sys.stderr)
+    print(capacity_table(rows))
+    cap = capacity_of(rows)
+    if len(counts) > 1:
+        print(f"capacity: {cap} session(s) at single-session quality (of {', '.join(map(str, counts))} tried)")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"summary": summary, "sessions": [asdict(r) for r in reports],
-                                        "args": {"sessions": args.sessions, "duration": args.duration,
-                                                 "mode": args.mode, "voice": args.voice}}, indent=1))
+        out = {"runs": [{"summary": s, "sessions": [
+                   {k: v for k, v in asdict(r).items() if k != "turn_audio"} for r in all_reports[s["sessions"]]]}
+                        for s in rows],
+               "capacity": cap, "targets": TARGETS,
+               "args": {"sessions": counts, "duration": args.duration, "mode": args.mode, "voice": args.voice}}
+        if len(rows) == 1:  # the layout single runs always had
+            out["summary"], out["sessions"] = rows[0], out["runs"][0]["sessions"]
+        args.out.write_text(json.dumps(out, indent=1))
         print(f"results: {args.out}")
-    ok = summary["errors"] == 0 and summary["deadline_misses"] == 0 and summary["unanswered"] == 0
+    if len(counts) > 1:
+        return 0  # a sweep is a measurement: its answer is the table
+    s = rows[0]
+    ok = s["errors"] == 0 and s["deadline_misses"] == 0 and s["unanswered"] == 0
     return 0 if ok else 1
 
 

@@ -37,6 +37,7 @@ class ServeOptions:
     llm_url: str | None = None
     llm_model: str | None = None
     llm_concurrency: int = 1
+    llm_parallel: int = 1
     knowledge: Path | None = None
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
@@ -128,7 +129,7 @@ def serve(opts: ServeOptions) -> int:
         provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
-                            need_tts=False, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
+                            need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages)
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())

@@ -261,6 +261,15 @@ class Hub:
             self.phase_ms["post"].append((p3 - p2) * 1e3)
 
     # -- status -----------------------------------------------------------------------------------
+    def readiness(self) -> dict[str, Any]:
+        """Whether a new session would be taken now: a free place, and no back-end part down for good
+        (what a load balancer's health check asks, `/api/health`)."""
+        parts = self.backend.supervisor.status() if self.backend.supervisor is not None else {}
+        down = sorted(name for name, st in parts.items() if st.get("state") == "down")
+        full = self._reserved >= self.config.max_sessions
+        return {"ready": not full and not down, "sessions": self._reserved, "max_sessions": self.config.max_sessions,
+                "full": full, "down": down}
+
     def status(self) -> dict[str, Any]:
         """The ticker's own counts, then its health (`Health.status`)."""
         ms = np.asarray(self.tick_ms, float)
