@@ -71,7 +71,9 @@ def test_listener_process_gives_partials_then_a_final(spoken_question):
     kinds = [e["kind"] for e in events if e["kind"] != "progress"]
     assert kinds[0] == "vad_start"
     assert "partial" in kinds
-    assert kinds[-2:] == ["vad_end", "final"]
+    # the VAD runs beside the decoder: a partial decoded as the speech ended may come after vad_end,
+    # never after the final (one decode at a time, the final queued after it)
+    assert kinds[-1] == "final" and "vad_end" in kinds and kinds.count("final") == 1
     final = events[-1]
     assert "capital of france" in final["text"].lower()
     assert final["audio_s"] <= len(spoken_question) / 24000
@@ -125,3 +127,52 @@ def test_a_decoding_loop_is_cut_where_the_question_starts_over():
     assert without_loops(kept) == kept, "two different questions are not a loop"
     assert without_loops("Yes, yes, yes, I know.") == "Yes, yes, yes, I know.", "short repeats are speech"
     assert token_budget(2.0, 96) == 22 and token_budget(60.0, 96) == 96
+
+
+def test_voice_activity_is_reported_while_whisper_decodes(monkeypatch):
+    """The front-end takes its turn from the Listener's voice activity: a decode must not hold it up."""
+    import queue
+    import threading
+    import time
+    from pathlib import Path
+
+    from tandem.audio import FRAME_SAMPLES, load_input
+    from tandem.listener import whisper, worker
+
+    class SlowWhisper:  # a fake: every decode of real speech takes 0.6 s, like a long one under load
+        def __init__(self, *a, **k):
+            pass
+
+        def transcribe(self, audio, full_context=False):
+            if len(audio) > 8000:
+                time.sleep(0.6)
+            return whisper.Transcript("what is the tallest mountain", 0.0, 600.0)
+
+    class TimedQueue(queue.Queue):  # when the worker emitted each message
+        def put(self, item, *a, **k):
+            super().put((time.perf_counter(), item), *a, **k)
+
+    monkeypatch.setattr(whisper, "ShortContextWhisper", SlowWhisper)
+    inbox, outbox = queue.Queue(), TimedQueue()
+    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig()), daemon=True)
+    t.start()
+    assert outbox.get(timeout=10)[1]["kind"] == "ready"
+    samples = load_input(Path(__file__).resolve().parent.parent / "examples" / "question.wav").samples
+    inbox.put(("open", "s"))
+    t0 = time.perf_counter()
+    for k in range(len(samples) // FRAME_SAMPLES):
+        while time.perf_counter() < t0 + k * 0.08:
+            time.sleep(0.005)
+        inbox.put(("audio", "s", samples[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]))
+    time.sleep(1.0)
+    inbox.put(("stop",))
+    t.join(timeout=5)
+    msgs = []
+    while not outbox.empty():
+        msgs.append(outbox.get())
+    progress = [at for at, m in msgs if m.get("kind") == "progress"]
+    partials = [m for _, m in msgs if m.get("kind") == "partial"]
+    assert len(partials) >= 2, "decodes ran while the audio came in"
+    assert len(progress) >= len(samples) // FRAME_SAMPLES - 1, "every frame's voice activity was reported"
+    gaps = [b - a for a, b in zip(progress, progress[1:])]
+    assert max(gaps) < 0.3, f"voice activity waited {max(gaps):.2f} s behind a decode"

@@ -1,14 +1,18 @@
 """The Listener process: VAD and Whisper for any number of audio streams, off the frame loop.
 
-Scheduling (one decoder, many streams): a final transcript always goes before any partial, so a
-final waits at most for one decode already running (~50 ms with the short encoder context);
-partials are re-decoded every `partial_hop_s` of new speech, the stream whose partial is most
-stale first. Every message from here carries the stream's audio time, so the session can
-measure staleness on its own clock.
+Two threads. The feed thread takes audio as it comes, resamples it and runs the VAD, so voice
+activity (what the front-end takes its turn from) is reported within a frame of the audio arriving,
+never behind a Whisper decode: with one thread a decode of 50-450 ms held every stream's VAD up, and
+the front-end heard the user stop that much later. The decode thread runs Whisper, one decode at a
+time (CTranslate2 releases the GIL while it works): a final transcript always goes before any
+partial, so a final waits at most for one decode already running; partials are re-decoded every
+`partial_hop_s` of new speech, the stream whose partial is most stale first. Every message from
+here carries the stream's audio time, so the session can measure staleness on its own clock.
 """
 from __future__ import annotations
 
 import queue
+import threading
 import traceback
 from dataclasses import dataclass, field
 
@@ -40,6 +44,7 @@ class _Stream:
     utt_start: int | None = None
     last_partial_end: int = 0
     finals: list[tuple[int, int]] = field(default_factory=list)  # (start, end) awaiting decode
+    decoding: bool = False  # a decode of this stream is under way
 
     def slice(self, start: int, end: int) -> np.ndarray:
         return self.audio[max(0, start - self.offset): max(0, end - self.offset)]
@@ -66,11 +71,16 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
         return
     outbox.put({"kind": "ready"})
     streams: dict[str, _Stream] = {}
+    lock = threading.Condition()  # guards `streams` and their state; notified when decoding work is due
 
     def emit(sid: str, kind: str, **kw) -> None:
         outbox.put({"sid": sid, "kind": kind, **kw})
 
     def handle(msg) -> bool:
+        with lock:
+            return _handle(msg)
+
+    def _handle(msg) -> bool:
         op = msg[0]
         if op == "stop":
             return False
@@ -107,57 +117,96 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             keep = min([st.utt_start if st.utt_start is not None else st.vad.samples_seen - int(config.preroll_s * SAMPLE_RATE)]
                        + [s for s, _ in st.finals])
             st.trim(max(0, keep))
+            busy = bool(st.finals) or _partial_due(st, config) or st.decoding
             emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=max(probs) if probs else st.vad.last_prob,
-                 in_speech=st.vad.in_speech, busy=bool(st.finals) or _partial_due(st, config))
+                 in_speech=st.vad.in_speech, busy=busy)
+            if st.finals or _partial_due(st, config):
+                lock.notify()
         return True
 
+    stopping = threading.Event()
+
+    def decode_loop() -> None:
+        while not stopping.is_set():
+            with lock:
+                job = _next_job(streams, config)
+                while job is None and not stopping.is_set():
+                    lock.wait(timeout=0.5)
+                    job = _next_job(streams, config)
+            if job is not None:
+                try:
+                    _decode(job, stt, config, emit, lock, streams)
+                except Exception:  # noqa: BLE001 - one failed decode must not end the Listener
+                    emit(job.sid, "error", error="Listener decode failed: "
+                         + traceback.format_exc(limit=1).strip().splitlines()[-1])
+
+    decoder = threading.Thread(target=decode_loop, name="listener-decode", daemon=True)
+    decoder.start()
     running = True
-    while running:
-        work_due = any(st.finals or _partial_due(st, config) for st in streams.values())
-        try:
-            msg = inbox.get_nowait() if work_due else inbox.get()
-        except queue.Empty:
-            msg = None
-        while msg is not None:
+    try:
+        while running:
+            msg = inbox.get()
             try:
                 running = handle(msg)
             except Exception:  # noqa: BLE001 - one bad message must not kill every stream
                 outbox.put({"sid": msg[1] if len(msg) > 1 else None, "kind": "error",
                             "error": "Listener failed on a message: " + traceback.format_exc(limit=1).strip().splitlines()[-1]})
-            if not running:
-                break
-            try:
-                msg = inbox.get_nowait()
-            except queue.Empty:
-                msg = None
-        if running:
-            _decode_one(streams, stt, config, emit)
+    finally:
+        stopping.set()
+        with lock:
+            lock.notify_all()
+        decoder.join(timeout=5)
 
 
 def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
     return st.utt_start is not None and st.vad.samples_seen - st.last_partial_end >= config.partial_hop_s * SAMPLE_RATE
 
 
-def _decode_one(streams: dict[str, _Stream], stt, config: ListenerConfig, emit) -> None:
+@dataclass
+class _Job:
+    sid: str
+    final: bool
+    start: int
+    end: int
+    audio: np.ndarray  # copied under the lock: the feed thread trims the stream's buffer meanwhile
+
+
+def _next_job(streams: dict[str, _Stream], config: ListenerConfig) -> _Job | None:
+    """The next decode (called with the lock held): any stream's final first, else the most stale partial."""
     for sid, st in streams.items():
         if st.finals:
             start, end = st.finals.pop(0)
-            tr = stt.transcribe(st.slice(start, end), full_context=config.full_context_final)
-            text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
-            emit(sid, "final", text=_clean(text), audio_start_s=start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
-                 decode_ms=round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3))
-            return
+            st.decoding = True
+            return _Job(sid, True, start, end, st.slice(start, end).copy())
     due = [(st.last_partial_end, sid) for sid, st in streams.items() if _partial_due(st, config)]
     if not due:
-        return
+        return None
     _, sid = min(due)
     st = streams[sid]
     end = st.vad.samples_seen
     st.last_partial_end = end
-    tr = stt.transcribe(st.slice(st.utt_start, end))
-    if tr.no_speech_prob < 0.6 and plausible(tr.text, (end - st.utt_start) / SAMPLE_RATE):
-        emit(sid, "partial", text=_clean(tr.text), audio_start_s=st.utt_start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
-             decode_ms=round(tr.decode_ms, 1))
+    st.decoding = True
+    return _Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy())
+
+
+def _decode(job: _Job, stt, config: ListenerConfig, emit, lock, streams: dict[str, _Stream]) -> None:  # noqa: ANN001
+    """One decode, outside the lock (the feed thread goes on meanwhile)."""
+    try:
+        if job.final:
+            tr = stt.transcribe(job.audio, full_context=config.full_context_final)
+            text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
+            emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE, audio_s=job.end / SAMPLE_RATE,
+                 decode_ms=round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3))
+            return
+        tr = stt.transcribe(job.audio)
+        if tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
+            emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
+                 audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1))
+    finally:
+        with lock:
+            st = streams.get(job.sid)
+            if st is not None:
+                st.decoding = False
 
 
 MAX_WORDS_PER_S = 5.0  # people say 2-4; more means Whisper is looping on a fragment

@@ -168,8 +168,11 @@ class LocalLlamaServer:
         """One real completion: a server that loads its model but dies or fails on its first request
         (a llama.cpp built for another CPU dies here, at its first matrix product) stops the tool now,
         with the cause, instead of leaving every answer silently empty. It also warms the caches."""
-        body = {"model": MODEL_ALIAS, "max_tokens": 2, "temperature": 0.0,
-                "messages": [{"role": "user", "content": "Say hi."}]}
+        from .prompt import answer_messages
+
+        # the system prompt every request begins with: its state is then cached, and the first real
+        # request evaluates only its own words (cold, the whole prompt costs over a second here)
+        body = {"model": MODEL_ALIAS, "max_tokens": 2, "temperature": 0.0, "messages": answer_messages([], "Say hi.")}
         try:
             r = httpx.post(f"{self.url}/chat/completions", json=body, timeout=timeout_s)
         except httpx.HTTPError as e:
