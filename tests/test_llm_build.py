@@ -101,3 +101,23 @@ def test_the_module_runs_with_the_standard_library_only():
                        cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
+
+
+def test_llama_server_builds_are_keyed_by_version_and_flags_and_missing_one_is_a_clear_error(monkeypatch, tmp_path):
+    import pytest
+
+    from tandem.errors import BackendUnavailable
+    from tandem.llm import build_server
+    from tandem.llm.local_server import LocalLlamaServer
+
+    assert build_server.build_key("0.3.36", "-DA=1") != build_server.build_key("0.3.36", "-DA=2")
+    assert build_server.build_key("0.3.36", "-DA=1") == build_server.build_key("0.3.36", "-DA=1")
+    monkeypatch.setattr(build_server, "installed_path", lambda: tmp_path / "bin" / "llama-server")
+    assert build_server.find() is None
+    with pytest.raises(BackendUnavailable, match="make setup-llama-server"):
+        LocalLlamaServer(parallel=2)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "llama-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "llama-server").chmod(0o755)
+    srv = LocalLlamaServer(parallel=3)
+    assert srv.server_binary == tmp_path / "bin" / "llama-server"

@@ -324,19 +324,25 @@ async def test_a_backchannel_while_the_assistant_talks_starts_nothing():
         await sched.aclose()
 
 
-async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_in_lines():
+async def question_and_follow_up(**cfg) -> tuple[list[dict], list[dict]]:
+    """The messages the LLM was asked with for a question and, once answered, its follow-up."""
     with FakeOpenAIServer() as srv:
-        sched, timeline, _ = make(srv, prompt_form="auto")
+        sched, timeline, _ = make(srv, **cfg)
         sched.on_final("what is the capital of canada")
         await until(lambda: not sched.in_flight)
         sched.conv.on_assistant("Ottawa.")
         sched.on_final("and of australia")
         await until(lambda: len(srv.requests) == 2)
-        first, second = (r["body"]["messages"] for r in srv.requests)
-        assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
-        assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-        assert second[-1]["content"] == "and of australia"
         await sched.aclose()
+        first, second = (r["body"]["messages"] for r in srv.requests)
+    return first, second
+
+
+async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_in_lines():
+    first, second = await question_and_follow_up(prompt_form="auto")
+    assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[-1]["content"] == "and of australia"
 
 
 async def test_a_partial_of_fewer_words_than_the_minimum_starts_nothing_but_a_final_does():
@@ -358,14 +364,6 @@ async def test_a_partial_of_fewer_words_than_the_minimum_starts_nothing_but_a_fi
 
 async def test_by_default_a_follow_ups_prompt_begins_as_the_first_questions_did():
     """Chat form in every turn: a server that keeps the last prompt's state evaluates only the new turn."""
-    with FakeOpenAIServer() as srv:
-        sched, timeline, _ = make(srv)
-        sched.on_final("what is the capital of canada")
-        await until(lambda: not sched.in_flight)
-        sched.conv.on_assistant("Ottawa.")
-        sched.on_final("and of australia")
-        await until(lambda: len(srv.requests) == 2)
-        first, second = (r["body"]["messages"] for r in srv.requests)
-        assert second[: len(first)] == first
-        assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-        await sched.aclose()
+    first, second = await question_and_follow_up()
+    assert second[: len(first)] == first
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]

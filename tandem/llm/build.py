@@ -155,16 +155,24 @@ def cpu_message(missing: list[str]) -> str:
             "llama.cpp for this CPU: TANDEM_LLAMA_CMAKE_ARGS='-DGGML_NATIVE=ON' make setup")
 
 
+def cpu_refusal(what: str = "setup") -> int | None:
+    """3 (after saying why) when this CPU cannot run the portable build and no flags were given, else None."""
+    missing = missing_cpu_features()
+    if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
+        print(f"tandem: {what} stops: {cpu_message(missing)}", file=sys.stderr)
+        return 3
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.llm.build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check-cpu", action="store_true", help="only check that this CPU can run the build")
     ap.add_argument("--force", action="store_true", help="build again even when a cached wheel exists")
     ap.add_argument("--quiet", action="store_true", help="say nothing when the right build is installed")
     args = ap.parse_args(argv)
-    missing = missing_cpu_features()
-    if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
-        print(f"tandem: setup stops: {cpu_message(missing)}", file=sys.stderr)
-        return 3
+    refused = cpu_refusal()
+    if refused is not None:
+        return refused
     if args.check_cpu:
         print(f"tandem: this CPU runs the embedded LLM's portable build ({platform.machine()})")
         return 0

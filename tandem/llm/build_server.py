@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .build import PACKAGE, cmake_args, locked_version, missing_cpu_features, cpu_message
+from .build import PACKAGE, cmake_args, cpu_refusal, locked_version
 
 SERVER_ARGS = ("-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
                "-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF "
@@ -108,10 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.llm.build_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--force", action="store_true", help="build again even when a cached binary exists")
     args = ap.parse_args(argv)
-    missing = missing_cpu_features()
-    if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
-        print(f"tandem: stops: {cpu_message(missing)}", file=sys.stderr)
-        return 3
+    refused = cpu_refusal("building llama-server")
+    if refused is not None:
+        return refused
     if shutil.which("cmake") is None:
         print("tandem: building llama-server needs cmake (apt-get install cmake)", file=sys.stderr)
         return 3
