@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .audio import AUDIBLE, SAMPLE_RATE, resample
+from .numbers import spoken_tokens
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,19 @@ def normalize(text: str) -> str:
 
 def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Word | None:
     """The first accepted answer spoken after `after`, as one Word from its first word's start to its
-    last word's end."""
-    norm = [(normalize(w.text), w) for w in words if w.end > after]
-    tokens = [n for n, _ in norm]
-    for i in range(len(tokens)):
+    last word's end. Numbers match in their spoken form ("45", "forty-five" and "40, five" are one
+    answer)."""
+    tokens: list[tuple[str, Word]] = [(t, w) for w in words if w.end > after
+                                      for n in normalize(w.text).split() for t in spoken_tokens(n)]
+    heard = [t for t, _ in tokens]
+    for i in range(len(heard)):
         for ans in answers:
-            parts = normalize(ans).split()
-            if parts and tokens[i: i + len(parts)] == parts:
-                span = [w for _, w in norm[i: i + len(parts)]]
+            parts = [t for n in normalize(ans).split() for t in spoken_tokens(n)]
+            if parts and heard[i: i + len(parts)] == parts:
+                span: list[Word] = []
+                for _, w in tokens[i: i + len(parts)]:
+                    if not span or span[-1] is not w:
+                        span.append(w)
                 return Word(" ".join(w.text for w in span), span[0].start, span[-1].end)
     return None
 

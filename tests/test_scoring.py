@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tandem.audio import SAMPLE_RATE
-from tandem.scoring import Transcriber, find_answer, onset_after, speech_end_of
+from tandem.scoring import Transcriber, Word, find_answer, onset_after, speech_end_of
 
 SR = SAMPLE_RATE
 
@@ -49,3 +49,12 @@ def test_answer_time_comes_from_the_spoken_word(transcriber):
     assert lead + 0.6 < hit.start < spoken_end and hit.end <= spoken_end + 0.3
     assert find_answer(words, ["paris"], after=spoken_end + 0.5) is None, "said before `after` does not count"
     assert find_answer(words, ["london"]) is None
+
+
+def test_numbers_match_in_their_spoken_form():
+    heard = [Word("within", 1.0, 1.3), Word("40,", 1.3, 1.6), Word("five", 1.6, 1.9), Word("days", 1.9, 2.2)]
+    hit = find_answer(heard, ["45"])
+    assert hit is not None and (hit.start, hit.end) == (1.3, 1.9)
+    assert find_answer(heard, ["forty-five"]) is not None
+    assert find_answer([Word("45", 0.0, 0.4)], ["forty five"]) == Word("45", 0.0, 0.4), "one word spoken as two"
+    assert find_answer(heard, ["forty"]) is not None and find_answer(heard, ["44"]) is None

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 
-_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen " \
-        "sixteen seventeen eighteen nineteen".split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+from ..numbers import ONES, TENS, spoken_number
 
 # function words and the words every spoken question has ("tell me", "how many"): they match
 # everywhere and rank nothing
@@ -19,16 +17,6 @@ when where why how can could would should will shall may might must not no yes p
 okay ok well um uh er hmm oh hey hi so just also any some much many more most very really get got
 thing things like want wonder wondering question quick say said let lets actually again
 """.split())
-
-
-def spoken_number(n: int) -> str | None:
-    if 0 <= n < 20:
-        return _ONES[n]
-    if 20 <= n < 100:
-        return _TENS[n // 10 - 2] + ("" if n % 10 == 0 else " " + _ONES[n % 10])
-    if 100 <= n < 1000 and n % 100 == 0:
-        return _ONES[n // 100] + " hundred"
-    return None
 
 
 def content_words(text: str) -> list[str]:
@@ -56,8 +44,8 @@ def query_terms(text: str) -> list[str]:
         if a not in STOPWORDS and b not in STOPWORDS and not (a.isdigit() or b.isdigit()):
             terms.setdefault(a + b, None)
     for i in range(len(raw) - 1):  # "forty five" heard in words, "45" in the document
-        if raw[i] in _TENS and raw[i + 1] in _ONES[1:10]:
-            terms.setdefault(str((_TENS.index(raw[i]) + 2) * 10 + _ONES.index(raw[i + 1])), None)
+        if raw[i] in TENS and raw[i + 1] in ONES[1:10]:
+            terms.setdefault(str((TENS.index(raw[i]) + 2) * 10 + ONES.index(raw[i + 1])), None)
     return list(terms)
 
 

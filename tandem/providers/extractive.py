@@ -14,7 +14,8 @@ from typing import Any, AsyncIterator
 
 from .. import timeline as tl
 from ..knowledge.base import Retriever
-from ..knowledge.query import content_words, spoken_number
+from ..knowledge.query import content_words
+from ..numbers import spoken_number
 from .base import Note, OracleRequest, note_nothing
 
 MIN_MATCH = 0.7  # share of the question's content words the sentence (and heading) must hold
