@@ -83,3 +83,21 @@ def test_response_gaps_finds_where_the_voice_ran_dry():
     x = np.concatenate([np.zeros(sr), tone, np.zeros(int(0.5 * sr)), tone, np.zeros(int(0.1 * sr)), tone, np.zeros(sr)])
     gaps = response_gaps(x, after=0.5)
     assert len(gaps) == 1 and abs(gaps[0] - 0.5) < 0.05
+
+
+def test_the_prompt_shows_the_llm_the_current_turn_and_two_exchanges_before_it():
+    from tandem.llm.prompt import HISTORY_TURNS, answer_messages
+
+    turns = []
+    for i in range(6):
+        turns += [("user", f"question {i}?"), ("assistant", f"answer {i}.")]
+    msgs = answer_messages(turns, partial="and the last one")
+    assert [m["content"] for m in msgs[1:]] == ["question 4?", "answer 4.", "question 5?", "answer 5.",
+                                                "and the last one"]
+    assert len(msgs) - 1 == HISTORY_TURNS and msgs[1]["role"] == "user"
+    lines = answer_messages(turns, partial="and the last one", form="lines")[1]["content"]
+    assert lines.splitlines()[0] == "user: question 4?" and "question 3" not in lines
+    # a window that would open on the assistant's turn opens on the next user turn instead
+    short = answer_messages([("assistant", "Hello."), ("user", "hi"), ("assistant", "Hey."), ("user", "a"),
+                             ("assistant", "b"), ("user", "c")])
+    assert short[1] == {"role": "user", "content": "hi"}

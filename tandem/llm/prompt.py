@@ -19,6 +19,13 @@ from typing import Sequence
 FORMS = ("chat", "lines", "auto")
 DEFAULT_FORM = "chat"
 
+# The turns of the dialogue the LLM is shown: the user's current one and the two exchanges before it.
+# A follow-up refers to the last exchange or two; a longer history costs prompt evaluation on every
+# request (about 80 tokens/s on this machine for the embedded server, re-evaluated whenever another
+# session's request came between: unbounded, a 4-session loadtest's eighth turns waited seconds) and
+# fills a small model's context with turns it answers worse for.
+HISTORY_TURNS = 5
+
 ORACLE_SYSTEM = (
     "You are the assistant in a spoken conversation that is still going on. The user may not have "
     "finished speaking: predict what they are asking and give the assistant's next reply. Be confident "
@@ -39,11 +46,27 @@ KNOWLEDGE_INSTRUCTION = (
 )
 
 
+def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
+                 keep: int = HISTORY_TURNS) -> list[tuple[str, str]]:
+    """The last `keep` turns of the dialogue with the live partial as the user's, consecutive lines of
+    one speaker merged into one turn, starting with a user turn."""
+    merged: list[tuple[str, str]] = []
+    for role, text in list(turns) + ([("user", partial)] if partial.strip() else []):
+        if not text.strip():
+            continue
+        role = "user" if role == "user" else "assistant"
+        if merged and merged[-1][0] == role:  # one message per turn, as chat templates expect
+            merged[-1] = (role, merged[-1][1] + " " + text.strip())
+        else:
+            merged.append((role, text.strip()))
+    kept = merged[-keep:] if keep > 0 else merged
+    while len(kept) > 1 and kept[0][0] != "user":
+        kept = kept[1:]
+    return kept
+
+
 def dialogue_text(turns: Sequence[tuple[str, str]], partial: str = "") -> str:
-    lines = [f"{role}: {text}" for role, text in turns if text.strip()]
-    if partial.strip():
-        lines.append(f"user: {partial.strip()}")
-    return "\n".join(lines)
+    return "\n".join(f"{role}: {text}" for role, text in recent_turns(turns, partial))
 
 
 def with_context(system: str, context: Sequence[str]) -> str:
@@ -67,16 +90,8 @@ def answer_messages(turns: Sequence[tuple[str, str]], partial: str = "", context
     if not (chat_form(form, turns) or (form == "auto" and context)):
         return [{"role": "system", "content": with_context(ORACLE_SYSTEM, context)},
                 {"role": "user", "content": dialogue_text(turns, partial)}]
-    msgs = [{"role": "system", "content": with_context(ORACLE_CHAT_SYSTEM, context)}]
-    for role, text in list(turns) + ([("user", partial)] if partial.strip() else []):
-        if not text.strip():
-            continue
-        role = "user" if role == "user" else "assistant"
-        if len(msgs) > 1 and msgs[-1]["role"] == role:  # one message per turn, as chat templates expect
-            msgs[-1]["content"] += " " + text.strip()
-        else:
-            msgs.append({"role": role, "content": text.strip()})
-    return msgs
+    return [{"role": "system", "content": with_context(ORACLE_CHAT_SYSTEM, context)}] + \
+        [{"role": role, "content": text} for role, text in recent_turns(turns, partial)]
 
 
 def oracle_messages(turns: Sequence[tuple[str, str]], partial: str = "", chat: bool = False,
