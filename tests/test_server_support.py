@@ -253,3 +253,29 @@ def test_a_full_recording_queue_drops_frames_as_silence_and_never_blocks(tmp_pat
     assert np.allclose(user[kept], (kept + 1) / 100, atol=1e-3)
     rows = _jsonl(rec)  # the dropped flush's rows went with the last one
     assert [r["frame"] for r in rows if "frame" in r] == list(range(n))
+
+
+def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tandem.server.serve import deprioritize
+
+    code = ("import threading, time\n"
+            "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('ready', flush=True); time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        deprioritize([p.pid], 7)
+        tids = [t.id for t in psutil.Process(p.pid).threads()]
+        assert len(tids) == 4
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {7}, "workers started before keep nice 0 otherwise"
+        deprioritize([p.pid], 3)  # never raised back
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {7}
+    finally:
+        p.kill()
+        p.wait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -88,15 +89,24 @@ async def serve_until_stopped(hub: Hub, cfg: ServerConfig, ready=None) -> None: 
 def deprioritize(pids: list[int], nice: int) -> None:
     """Lower the CPU priority of the back-end processes (Listener, embedded LLM). On a small machine
     they compete with the frame ticker for the same cores; a late Whisper decode costs a little
-    latency, a late tick costs every session an audible gap."""
+    latency, a late tick costs every session an audible gap. Every thread is reniced: on Linux a
+    niceness belongs to a thread, and the workers (Whisper's decodes, llama.cpp's compute threads)
+    were started before this runs (threads started later inherit it from the ones that start them)."""
     import psutil
 
     for pid in pids:
         try:
-            proc = psutil.Process(pid)
-            proc.nice(max(proc.nice(), nice))
+            tids = [t.id for t in psutil.Process(pid).threads()]
         except (psutil.Error, OSError) as e:
             log.warning("could not lower the priority of process %s: %s", pid, e)
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
+            except ProcessLookupError:  # a thread that ended meanwhile
+                pass
+            except OSError as e:
+                log.warning("could not lower the priority of thread %s of process %s: %s", tid, pid, e)
 
 
 def _check_port_free(cfg: ServerConfig) -> None:
