@@ -443,3 +443,20 @@ def test_serve_refuses_bad_settings_at_once_with_one_line(args, expect):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tandem: error:") and expect in lines[0], r.stderr
+
+
+def test_loadtest_counts_either_llm_engine_as_the_llm():
+    from tandem.server.loadtest import CpuMeter
+
+    class FakeProc:
+        def __init__(self, cmd: str) -> None:
+            self.cmd = cmd.split()
+
+        def cmdline(self) -> list[str]:
+            return self.cmd
+
+    role = CpuMeter._role
+    assert role(FakeProc("/x/.venv/bin/llama-server -m m.gguf -np 4"), False, False) == "llm"
+    assert role(FakeProc("python -m tandem.llm.llama_main --model m.gguf"), False, False) == "llm"
+    assert role(FakeProc("python -c from multiprocessing.spawn import spawn_main"), False, False) == "listener+voice"
+    assert role(FakeProc("python -m tandem serve"), False, True) == "server"

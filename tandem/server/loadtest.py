@@ -241,7 +241,7 @@ class CpuMeter:
             cmd = " ".join(proc.cmdline())
         except Exception:  # noqa: BLE001 - gone already
             return "other"
-        if "llama_cpp" in cmd or "llama_main" in cmd:
+        if "llama_cpp" in cmd or "llama_main" in cmd or "llama-server" in cmd:  # either embedded engine
             return "llm"
         if "multiprocessing" in cmd:
             return "listener+voice"  # spawned workers: the Listener and the voice process
