@@ -63,9 +63,9 @@ def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Wo
     tokens: list[tuple[str, Word]] = [(t, w) for w in words if w.end > after
                                       for n in normalize(w.text).split() for t in spoken_tokens(n)]
     heard = [t for t, _ in tokens]
+    wanted = [[t for n in normalize(ans).split() for t in spoken_tokens(n)] for ans in answers]
     for i in range(len(heard)):
-        for ans in answers:
-            parts = [t for n in normalize(ans).split() for t in spoken_tokens(n)]
+        for parts in wanted:
             if parts and heard[i: i + len(parts)] == parts:
                 span: list[Word] = []
                 for _, w in tokens[i: i + len(parts)]:

@@ -88,7 +88,10 @@ def test_a_missing_checkpoint_fails_before_any_audio(tmp_path, monkeypatch):
 
 
 def test_loadtest_reads_question_files_with_the_bench_loader(tmp_path):
-    from tandem.server.loadtest import DEFAULT_QUESTIONS, question_texts
+    from tandem.server.loadtest import DEFAULT_QUESTIONS, questions_and_answers
+
+    def question_texts(path, limit):
+        return [q for q, _ in questions_and_answers(path, limit)]
 
     path = tmp_path / "q.jsonl"
     path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))

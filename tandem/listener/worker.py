@@ -117,10 +117,10 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             keep = min([st.utt_start if st.utt_start is not None else st.vad.samples_seen - int(config.preroll_s * SAMPLE_RATE)]
                        + [s for s, _ in st.finals])
             st.trim(max(0, keep))
-            busy = bool(st.finals) or _partial_due(st, config) or st.decoding
+            due = bool(st.finals) or _partial_due(st, config)
             emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=max(probs) if probs else st.vad.last_prob,
-                 in_speech=st.vad.in_speech, busy=busy)
-            if st.finals or _partial_due(st, config):
+                 in_speech=st.vad.in_speech, busy=due or st.decoding)
+            if due:
                 lock.notify()
         return True
 

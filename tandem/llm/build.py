@@ -90,10 +90,14 @@ def build_key(version: str, args: str) -> str:
     return f"{version}-{tag}-" + hashlib.sha256(f"{version}|{args}|{tag}".encode()).hexdigest()[:12]
 
 
+def cache_root() -> Path:
+    """Where the builds are kept: $TANDEM_CACHE, else the user's cache directory's tandem/."""
+    return Path(os.environ.get("TANDEM_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                                os.path.expanduser("~/.cache"), "tandem"))
+
+
 def cache_dir() -> Path:
-    base = os.environ.get("TANDEM_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                           os.path.expanduser("~/.cache"), "tandem")
-    return Path(base) / "llama-wheels"
+    return cache_root() / "llama-wheels"
 
 
 def installed_key() -> str | None:

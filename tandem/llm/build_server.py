@@ -10,7 +10,7 @@ cached under a key of version and flags:
     python -m tandem.llm.build_server            # build or reuse; installs <env>/bin/llama-server
     python -m tandem.llm.build_server --force    # build again
 
-Standard library only, like tandem.llm.build. Takes 5-10 minutes on 2 cores the first time.
+Standard library only, like tandem.llm.build. Takes about 25 minutes on 2 cores the first time.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .build import PACKAGE, cmake_args, cpu_refusal, locked_version
+from .build import PACKAGE, cache_root, cmake_args, cpu_refusal, locked_version
 
 SERVER_ARGS = ("-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
                "-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF "
@@ -33,9 +33,7 @@ BINARY = "llama-server"
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TANDEM_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                           os.path.expanduser("~/.cache"), "tandem")
-    return Path(base) / "llama-server"
+    return cache_root() / "llama-server"
 
 
 def build_key(version: str, args: str) -> str:
@@ -62,7 +60,7 @@ def build(version: str, args: str, dest: Path) -> Path:
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     with tempfile.TemporaryDirectory(prefix="tandem-llama-server-") as tmp:
         tmp_path = Path(tmp)
-        print(f"tandem: building {BINARY} from {PACKAGE} {version}'s llama.cpp with {args} (5-10 min on 2 cores)",
+        print(f"tandem: building {BINARY} from {PACKAGE} {version}'s llama.cpp with {args} (about 25 min on 2 cores)",
               flush=True)
         _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--no-deps", "--no-binary",
               ":all:", "--no-cache-dir", "-q", "-d", tmp, f"{PACKAGE}=={version}"])

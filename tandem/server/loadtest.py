@@ -63,12 +63,9 @@ class SessionReport:
     turn_questions: list[int] = field(default_factory=list)  # per turn, which question was spoken
 
 
-def question_texts(path: Path | None, limit: int | None) -> list[str]:
-    """The questions to speak: `tandem bench`'s question file (read by its loader), else a few defaults."""
-    return [q for q, _ in questions_and_answers(path, limit)]
-
-
 def questions_and_answers(path: Path | None, limit: int | None) -> list[tuple[str, list[str]]]:
+    """The questions to speak and their accepted answers: `tandem bench`'s question file (read by its
+    loader), else a few defaults."""
     if path is None:
         pairs = list(zip(DEFAULT_QUESTIONS, DEFAULT_ANSWERS))
         return pairs[:limit] if limit else pairs
