@@ -12,7 +12,10 @@ that only loses its last words (Whisper taking a word back) is not a revision. W
 over the whole conversation, so a follow-up turn ("and Germany?") counts its own words. With
 `max_concurrent == 1` a new stream cancels the one it replaces; with more, streams run side by side
 and the newest one to emit text is adopted, the older ones cancelled. The adopted stream's first
-chunk emits `reset`, each chunk `append`.
+chunk emits `reset`, each chunk `append`. A stream started once the reply is under way (tandem mode
+often speaks before the final transcript exists) is asked the user's turn without the reply's first
+words, as the cascade asks it, and goes on from the restated opening the reply began with: an answer
+that agrees with the one being spoken then continues it, without a restart.
 """
 from __future__ import annotations
 
@@ -100,6 +103,7 @@ class OracleScheduler:
         self._text_at_start = ""
         self._final_pending = False
         self._last: _Stream | None = None  # the stream started last
+        self._opening: str | None = None  # the restated opening of the current turn's reply
         self._ticker: asyncio.Task | None = None
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0, "backchannels": 0}
@@ -185,21 +189,36 @@ class OracleScheduler:
                 self._cancel(sid, "superseded")
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
         question = self.conv.current_user_text()
-        request = OracleRequest(turns=tuple(self.conv.turns), partial=self.conv.partial, question=question,
+        # tandem mode often speaks before the final exists: its reply is then under way
+        replying = bool(self.conv.turns) and self.conv.turns[-1][0] == "assistant" and not self.conv.partial.strip()
+        request = OracleRequest(turns=self._asked_turns(replying), partial=self.conv.partial, question=question,
                                 max_tokens=cfg.max_tokens, stream=st.sid)
         self._live[st.sid] = st
         self._last = st
         self.stats["starts"] += 1
         self.timeline.add(tl.LLM_START, stream=st.sid, provider=self.provider.name, **self.provider.describe(request))
-        # no opening once the reply has begun (tandem mode often speaks before the final exists): the
-        # front-end already said its first words, and a fresh opening would say them again
-        replying = bool(self.conv.turns) and self.conv.turns[-1][0] == "assistant" and not self.conv.partial.strip()
-        opening = restate(question) if cfg.restate and not replying else None
+        # once the reply has begun, a fresh opening would have the front-end say its first words again;
+        # the reply goes on from the opening it began with, so a stream that agrees continues it
+        if not replying:
+            self._opening = restate(question) if cfg.restate else None
+        opening = self._opening
         if opening:
             st.splicer = Splicer(opening, question)
-            self.timeline.add(tl.RESTATE, stream=st.sid, text=opening)
+            self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}))
             self._pass_on(st, opening)
         st.task = asyncio.get_running_loop().create_task(self._run(st, request))
+
+    def _asked_turns(self, replying: bool) -> tuple[tuple[str, str], ...]:
+        """The dialogue the LLM is asked with. A reply under way is left out: it answers the user's turn
+        that the new stream answers too. Shown it, a small LLM takes its first words for a finished
+        message and answers around them ("The tallest" -> "The tallest is Mount Everest, but I'm sure
+        you meant it differently."), where asked as the cascade asks it repeats the answer being spoken,
+        which the oracle stream then continues without a restart."""
+        turns = self.conv.turns
+        if replying:
+            last_user = max((i for i, (role, _) in enumerate(turns) if role == "user"), default=len(turns) - 1)
+            turns = turns[: last_user + 1]
+        return tuple(turns)
 
     def _cancel(self, sid: int, reason: str) -> None:
         st = self._live.pop(sid, None)
@@ -258,6 +277,7 @@ class OracleScheduler:
         out = (sp.push(text) if text else "") + (sp.flush() if end else "")
         if out and sp.replaces and self._adopted == st.sid:
             self.emit("reset", "")  # the reply could not continue the opening: it replaces it
+            self._opening = None  # and a later stream of this turn must not bring the opening back
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
         if end and not sp.continued:
             return OPENING_FALLBACK

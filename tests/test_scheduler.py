@@ -367,3 +367,51 @@ async def test_by_default_a_follow_ups_prompt_begins_as_the_first_questions_did(
     first, second = await question_and_follow_up()
     assert second[: len(first)] == first
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+
+
+async def test_a_stream_started_once_the_reply_is_under_way_is_asked_without_its_first_words():
+    """The final arrives after the front-end began answering the partial: the LLM is asked the user's
+    turn as the cascade would ask it, not shown the reply's first words as a finished message."""
+    with FakeOpenAIServer(FakeLLMBehaviour(first_token_delay_s=0.2)) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the tallest mountain in the")
+        sched.conv.on_assistant("The tallest")
+        sched.on_final("What is the tallest mountain in the world?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert sched.stats["starts"] == 2
+        second = srv.requests[-1]["body"]["messages"]  # the first was cancelled, perhaps before it was sent
+        assert [m["role"] for m in second] == ["system", "user"]
+        assert second[-1]["content"] == "What is the tallest mountain in the world?"
+        assert sched.conv.turns[-1] == ("assistant", "The tallest"), "the dialogue itself keeps what was said"
+        await sched.aclose()
+
+
+async def test_a_stream_started_once_the_reply_is_under_way_goes_on_from_its_opening():
+    """The final's stream re-sends the opening the front-end is already saying, then splices its answer
+    onto it: the oracle stream sees one answer continued, not a second reply that restarts."""
+    reply = FakeLLMBehaviour(tokens=["Bangkok", " is", " the", " capital", " of", " Thailand", "."],
+                             first_token_delay_s=0.3)
+    with FakeOpenAIServer(reply) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_partial("What is the capital of Thailand")
+        sched.conv.on_assistant("The capital")
+        sched.on_final("What is the capital of Thailand, please?")
+        assert sched.stats["starts"] == 2
+        restated = timeline.of_kind(tl.RESTATE)
+        assert [r["text"] for r in restated] == ["The capital of Thailand is"] * 2
+        assert restated[1].get("reused") is True
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        last_reset = max(i for i, (k, _) in enumerate(emitted) if k == "reset")
+        assert "".join(t for k, t in emitted[last_reset:] if k == "append") == "The capital of Thailand is Bangkok."
+        await sched.aclose()
+
+
+async def test_an_opening_its_reply_replaced_is_not_brought_back_by_a_later_stream():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Portugal", " is", " a", " country", " in", " Europe", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_partial("what is the capital of spain")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant("Portugal is")
+        sched.on_final("What is the capital of Spain, then?")
+        assert len(timeline.of_kind(tl.RESTATE)) == 1, "the front-end is saying the reply, not the opening"
+        await sched.aclose()
