@@ -62,3 +62,20 @@ def test_text_queued_before_a_clear_or_close_is_never_synthesized():
     v.close()
     assert tts.said == ["one"], "what waited when the voice was cleared is skipped, not synthesized"
     assert not v._thread.is_alive()
+
+
+def test_short_segments_are_said_faster_and_whole_sentences_at_the_voices_pace():
+    from tandem.tts import segment_speed
+
+    assert segment_speed("capital") > segment_speed("of Australia") > segment_speed("is Canberra today") > 1.0
+    assert segment_speed("The capital of Australia is Canberra.") == 1.0
+
+
+def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace():
+    from tandem.tts import HibariTTS
+
+    tts = HibariTTS()
+    own_pace = len(tts._tts("Australia", seed=0))
+    assert len(tts.synthesize("Australia")) < 0.9 * own_pace
+    sentence = "The capital of Australia is Canberra."
+    assert len(tts.synthesize(sentence)) == len(tts._tts(sentence, seed=0))
