@@ -67,15 +67,17 @@ def test_text_queued_before_a_clear_or_close_is_never_synthesized():
 def test_short_segments_are_said_faster_and_whole_sentences_at_the_voices_pace():
     from tandem.tts import segment_speed
 
-    assert segment_speed("capital") > segment_speed("of Australia") > segment_speed("is Canberra today") > 1.0
+    assert segment_speed("capital") > segment_speed("of the") > segment_speed("is the largest") > 1.0
     assert segment_speed("The capital of Australia is Canberra.") == 1.0
+    assert segment_speed("Canberra.") == segment_speed("is over.") == 1.0, "a sentence's end is drawn out anyway"
+    assert segment_speed("Australia") == segment_speed("is 8") == 1.0, "the answer the user listens for"
 
 
 def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace():
     from tandem.tts import HibariTTS
 
     tts = HibariTTS()
-    own_pace = len(tts._tts("Australia", seed=0))
-    assert len(tts.synthesize("Australia")) < 0.9 * own_pace
+    own_pace = len(tts._tts("capital", seed=0))
+    assert len(tts.synthesize("capital")) < 0.9 * own_pace
     sentence = "The capital of Australia is Canberra."
     assert len(tts.synthesize(sentence)) == len(tts._tts(sentence, seed=0))
