@@ -5,8 +5,7 @@ over while it speaks, than when it gets the reply whole, as the cascade does.
 
 For each segment size (1, 2, 3 words) it voices every sentence in segments of that size, trimmed as
 the Voicer trims them, and reports the total duration as a ratio of the sentences voiced whole: at
-hibari's own pace (speed 1.0) and with tandem/tts.py's `segment_speed` (plain words said faster; a
-sentence's end, names and numbers at the voice's pace).
+hibari's own pace (speed 1.0) and with tandem/tts.py's `segment_speed`.
 """
 from __future__ import annotations
 

@@ -68,6 +68,18 @@ class Conversation:
             del self.turns[i]
         return " ".join(words[len(keep):])
 
+    def without_reply_under_way(self) -> list[tuple[str, str]]:
+        """The turns without the assistant's reply to the user's current turn, where that reply has
+        begun (tandem mode often speaks before the final exists, or in a pause before the user goes
+        on): what to ask an LLM for that reply with. Shown its first words as a finished assistant
+        message, a small LLM answers around them ("The tallest" -> "The tallest is Mount Everest, but
+        I'm sure you meant it differently."); in a follow-up the first word of the new reply would
+        read as the tail of the last one."""
+        if self._turn_at is not None:
+            return self.turns[: self._turn_at]
+        last_user = max((i for i, (role, _) in enumerate(self.turns) if role == "user"), default=None)
+        return self.turns if last_user is None else self.turns[: last_user + 1]
+
     def current_user_text(self) -> str:
         """The user's current turn: its finals plus the live partial. With no partial, the last turn
         the user finished, even when the assistant's reply to it already began (in tandem mode the

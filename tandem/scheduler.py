@@ -189,10 +189,10 @@ class OracleScheduler:
                 self._cancel(sid, "superseded")
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
         question = self.conv.current_user_text()
-        # tandem mode often speaks before the final exists: its reply is then under way
+        # tandem mode often speaks before the final exists: the reply to this turn is then under way
         replying = bool(self.conv.turns) and self.conv.turns[-1][0] == "assistant" and not self.conv.partial.strip()
-        request = OracleRequest(turns=self._asked_turns(replying), partial=self.conv.partial, question=question,
-                                max_tokens=cfg.max_tokens, stream=st.sid)
+        request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
+                                question=question, max_tokens=cfg.max_tokens, stream=st.sid)
         self._live[st.sid] = st
         self._last = st
         self.stats["starts"] += 1
@@ -207,18 +207,6 @@ class OracleScheduler:
             self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}))
             self._pass_on(st, opening)
         st.task = asyncio.get_running_loop().create_task(self._run(st, request))
-
-    def _asked_turns(self, replying: bool) -> tuple[tuple[str, str], ...]:
-        """The dialogue the LLM is asked with. A reply under way is left out: it answers the user's turn
-        that the new stream answers too. Shown it, a small LLM takes its first words for a finished
-        message and answers around them ("The tallest" -> "The tallest is Mount Everest, but I'm sure
-        you meant it differently."), where asked as the cascade asks it repeats the answer being spoken,
-        which the oracle stream then continues without a restart."""
-        turns = self.conv.turns
-        if replying:
-            last_user = max((i for i, (role, _) in enumerate(turns) if role == "user"), default=len(turns) - 1)
-            turns = turns[: last_user + 1]
-        return tuple(turns)
 
     def _cancel(self, sid: int, reason: str) -> None:
         st = self._live.pop(sid, None)

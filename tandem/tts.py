@@ -16,7 +16,6 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .audio import FRAME_SAMPLES, SAMPLE_RATE, resample
-from .copying import key_words
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +31,14 @@ class TTS(Protocol):
 # hibari says a segment as a whole utterance, so a word voiced alone is drawn out like the end of a
 # sentence: on ten replies of the dev questions, voiced word by word they took 1.45x as long as voiced
 # whole, two words at a time 1.17x, three 1.10x (scripts/phrase_pace.py). A front-end hands the voice a
-# reply a word or two at a time while it speaks, so short segments of plain words are said faster. Not
-# by all of it: Whisper tiny.en heard 88 of 93 words voiced one by one at speed 1.0, 85 at 1.3, 83 at
-# 1.4 (90 whole). A segment that ends a sentence is drawn out in the whole sentence too, and one with a
-# name or a number in it is the answer the user listens for ("Delhi." at 1.3 was heard as "deli"):
-# both keep the voice's own pace.
+# reply a word or two at a time while it speaks, so short segments are said faster. Not by all of it:
+# Whisper tiny.en heard 88 of 93 words voiced one by one at speed 1.0, 85 at 1.3, 83 at 1.4 (90 whole).
+# Keeping names, numbers and a sentence's last word at the voice's pace was tried and measured worse
+# (docs/BENCHMARKS.md, "Short segments said faster"): they are most of what stands before the answer.
 SHORT_SEGMENT_SPEED = {1: 1.3, 2: 1.15, 3: 1.1}
 
 
 def segment_speed(text: str) -> float:
-    if text.rstrip()[-1:] in ".?!" or key_words(text):
-        return 1.0
     return SHORT_SEGMENT_SPEED.get(len(text.split()), 1.0)
 
 

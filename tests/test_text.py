@@ -32,6 +32,21 @@ def test_conversation_counts_words_of_the_current_turn_and_merges_pieces():
     assert conv.current_user_words() == 2  # a new user turn began with the partial
 
 
+def test_the_reply_under_way_is_left_out_of_what_the_llm_is_asked_with():
+    conv = Conversation()
+    conv.on_final("which animal is the king of the jungle")
+    conv.on_assistant("The lion.")
+    assert conv.without_reply_under_way() == conv.turns[:1], "the reply to the user's last turn"
+    conv.on_partial("and what is the largest")
+    conv.on_assistant("The")  # the front-end began in a pause, before the user went on
+    asked = conv.without_reply_under_way()
+    assert asked == [("user", "which animal is the king of the jungle"), ("assistant", "The lion.")]
+    conv.on_final("and what is the largest animal on earth")
+    conv.on_assistant("largest")
+    assert conv.turns[-2:] == [("user", "and what is the largest animal on earth"), ("assistant", "The largest")]
+    assert conv.without_reply_under_way() == conv.turns[:-1], "the reply begun before the final"
+
+
 def test_prompts_carry_the_dialogue_and_the_partial():
     turns = [("user", "hi"), ("assistant", "hello")]
     msgs = oracle_messages(turns, "what is the capital of")

@@ -69,8 +69,6 @@ def test_short_segments_are_said_faster_and_whole_sentences_at_the_voices_pace()
 
     assert segment_speed("capital") > segment_speed("of the") > segment_speed("is the largest") > 1.0
     assert segment_speed("The capital of Australia is Canberra.") == 1.0
-    assert segment_speed("Canberra.") == segment_speed("is over.") == 1.0, "a sentence's end is drawn out anyway"
-    assert segment_speed("Australia") == segment_speed("is 8") == 1.0, "the answer the user listens for"
 
 
 def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace():
