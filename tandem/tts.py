@@ -34,7 +34,7 @@ class TTS(Protocol):
 # reply a word or two at a time while it speaks, so short segments are said faster. Not by all of it:
 # Whisper tiny.en heard 88 of 93 words voiced one by one at speed 1.0, 85 at 1.3, 83 at 1.4 (90 whole).
 # Keeping names, numbers and a sentence's last word at the voice's pace was tried and measured worse
-# (docs/BENCHMARKS.md, "Short segments said faster"): they are most of what stands before the answer.
+# (docs/BENCHMARKS.md, "A slower LLM, third round"): the question's own names stand before the answer.
 SHORT_SEGMENT_SPEED = {1: 1.3, 2: 1.15, 3: 1.1}
 
 
