@@ -66,19 +66,37 @@ class Conversation:
             self.turns[i] = ("assistant", said)
         else:
             del self.turns[i]
+            if self._turn_at is not None and i < self._turn_at:
+                self._turn_at -= 1  # the user's turn still begins after what is left
         return " ".join(words[len(keep):])
+
+    @property
+    def hearing(self) -> bool:
+        """A user turn is being heard: it has partials and no final yet."""
+        return self._turn_at is not None
+
+    def _reply_begins(self) -> int | None:
+        """Where the assistant's reply to the user's current turn begins in `turns`, once it has begun:
+        tandem mode often speaks before the final exists, or in a pause before the user goes on."""
+        if self._turn_at is not None:
+            return self._turn_at if self._turn_at < len(self.turns) else None
+        last_user = max((i for i, (role, _) in enumerate(self.turns) if role == "user"), default=None)
+        if last_user is None or last_user + 1 >= len(self.turns):
+            return None
+        return last_user + 1
+
+    def reply_under_way(self) -> bool:
+        return self._reply_begins() is not None
 
     def without_reply_under_way(self) -> list[tuple[str, str]]:
         """The turns without the assistant's reply to the user's current turn, where that reply has
-        begun (tandem mode often speaks before the final exists, or in a pause before the user goes
-        on): what to ask an LLM for that reply with. Shown its first words as a finished assistant
+        begun: what to ask an LLM for that reply with. Shown its first words as a finished assistant
         message, a small LLM answers around them ("The tallest" -> "The tallest is Mount Everest, but
         I'm sure you meant it differently."); in a follow-up the first word of the new reply would
-        read as the tail of the last one."""
-        if self._turn_at is not None:
-            return self.turns[: self._turn_at]
-        last_user = max((i for i, (role, _) in enumerate(self.turns) if role == "user"), default=None)
-        return self.turns if last_user is None else self.turns[: last_user + 1]
+        read as the tail of the last one. (A reply begun after a final that the user then goes on
+        from belongs to that final's turn, and stays.)"""
+        i = self._reply_begins()
+        return self.turns if i is None else self.turns[:i]
 
     def current_user_text(self) -> str:
         """The user's current turn: its finals plus the live partial. With no partial, the last turn

@@ -89,6 +89,15 @@ def restate(question: str) -> str | None:
     return None
 
 
+def still_fits(opening: str, question: str) -> bool:
+    """`opening` is still about `question`: each of its own words (not its fillers, nor the words the
+    rules put in: "written", "you", "has") is in the question. A revised transcript ("the capital of
+    Austria" heard again as "...of Australia") or a new question ("And Germany?") no longer fits."""
+    asked = set(_norm_words(question))
+    added = set(_PAST.values()) | set(_PERSON.values()) | set(_HAVE.values()) | _FILLER_WORDS
+    return all(w in asked for w in _norm_words(opening) if w not in added)
+
+
 def _norm_words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
 

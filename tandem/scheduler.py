@@ -35,7 +35,7 @@ from .llm.prompt import DEFAULT_FORM
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
-from .restate import Splicer, restate
+from .restate import Splicer, restate, still_fits
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,16 @@ class OracleScheduler:
 
     # -- transcript events (called on the event loop) ----------------------------------------
     def on_partial(self, text: str) -> None:
+        if text.strip() and not self.conv.hearing:
+            self._opening = None  # a new user turn: the last reply's opening is not this one's
         self.conv.on_partial(text)
         self.provider.observe(self.conv.current_user_text(), False, self._note)
         if self.config.check_on_partial:
             self.check()
 
     def on_final(self, text: str) -> None:
+        if text.strip() and not self.conv.hearing:
+            self._opening = None  # a turn heard only as its final: a new one
         self.conv.on_final(text)
         self.provider.observe(self.conv.current_user_text(), True, self._note)
         if text.strip():
@@ -189,8 +193,9 @@ class OracleScheduler:
                 self._cancel(sid, "superseded")
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
         question = self.conv.current_user_text()
-        # tandem mode often speaks before the final exists: the reply to this turn is then under way
-        replying = bool(self.conv.turns) and self.conv.turns[-1][0] == "assistant" and not self.conv.partial.strip()
+        # tandem mode often speaks before the final exists. (A reply begun in a pause, with the user
+        # going on, is not one: the voice yields to the user, and the next reply opens afresh.)
+        replying = self.conv.reply_under_way() and not self.conv.hearing
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
                                 question=question, max_tokens=cfg.max_tokens, stream=st.sid)
         self._live[st.sid] = st
@@ -201,6 +206,8 @@ class OracleScheduler:
         # the reply goes on from the opening it began with, so a stream that agrees continues it
         if not replying:
             self._opening = restate(question) if cfg.restate else None
+        elif self._opening and not still_fits(self._opening, question):
+            self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
         if opening:
             st.splicer = Splicer(opening, question)

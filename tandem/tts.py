@@ -29,9 +29,10 @@ class TTS(Protocol):
 
 
 # hibari says a segment as a whole utterance, so a word voiced alone is drawn out like the end of a
-# sentence: on ten replies of the dev questions, voiced word by word they took 1.45x as long as voiced
-# whole, two words at a time 1.17x, three 1.10x (scripts/phrase_pace.py). A front-end hands the voice a
-# reply a word or two at a time while it speaks, so short segments are said faster. Not by all of it:
+# sentence: on 12 answer sentences, voiced word by word they took 1.49x as long as voiced whole, two
+# words at a time 1.22x, three 1.11x (scripts/phrase_pace.py). A front-end hands the voice a reply a
+# word or two at a time while it speaks, so short segments are said faster (the cascade's short
+# sentences too: both modes share the voice, so a comparison stays fair). Not by all of it:
 # Whisper tiny.en heard 88 of 93 words voiced one by one at speed 1.0, 85 at 1.3, 83 at 1.4 (90 whole).
 # Keeping names, numbers and a sentence's last word at the voice's pace was tried and measured worse
 # (docs/BENCHMARKS.md, "A slower LLM, third round"): the question's own names stand before the answer.

@@ -413,5 +413,33 @@ async def test_an_opening_its_reply_replaced_is_not_brought_back_by_a_later_stre
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         sched.conv.on_assistant("Portugal is")
         sched.on_final("What is the capital of Spain, then?")
+        assert sched.stats["starts"] == 2
         assert len(timeline.of_kind(tl.RESTATE)) == 1, "the front-end is saying the reply, not the opening"
+        await sched.aclose()
+
+
+async def test_the_last_turns_opening_is_never_sent_for_a_follow_up():
+    """A short follow-up starts no stream from its partial; the front-end begins its reply before the
+    final, whose stream must not re-send the last turn's "The capital of France is"."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Berlin", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True, min_turn_words=3)
+        sched.on_final("What is the capital of France?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant("The capital of France is Paris.")
+        sched.on_partial("and Germany")
+        sched.conv.on_assistant("Berlin")
+        sched.on_final("And Germany?")
+        assert sched.stats["starts"] == 2
+        assert len(timeline.of_kind(tl.RESTATE)) == 1
+        await sched.aclose()
+
+
+async def test_an_opening_the_final_no_longer_fits_is_not_sent_again():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Canberra", "."], first_token_delay_s=0.2)) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_partial("What is the capital of Austria")
+        sched.conv.on_assistant("The capital")
+        sched.on_final("What is the capital of Australia?")
+        assert sched.stats["starts"] == 2
+        assert [r["text"] for r in timeline.of_kind(tl.RESTATE)] == ["The capital of Austria is"]
         await sched.aclose()

@@ -47,6 +47,19 @@ def test_the_reply_under_way_is_left_out_of_what_the_llm_is_asked_with():
     assert conv.without_reply_under_way() == conv.turns[:-1], "the reply begun before the final"
 
 
+def test_a_reply_cut_to_nothing_leaves_the_users_turn_after_what_was_said():
+    conv = Conversation()
+    conv.on_final("tell me about the moon")
+    conv.on_assistant("The Moon is")
+    conv.on_partial("wait")  # the user talks over the reply's first piece, which is cut unheard
+    assert conv.unsay("The Moon is", 0.0) == "The Moon is"
+    conv.on_assistant("Sure")  # a new reply, begun before the interruption's final
+    assert conv.reply_under_way()
+    assert conv.without_reply_under_way() == [("user", "tell me about the moon")]
+    conv.on_final("wait, how far is it")
+    assert conv.turns == [("user", "tell me about the moon wait, how far is it"), ("assistant", "Sure")]
+
+
 def test_prompts_carry_the_dialogue_and_the_partial():
     turns = [("user", "hi"), ("assistant", "hello")]
     msgs = oracle_messages(turns, "what is the capital of")

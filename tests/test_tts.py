@@ -64,7 +64,7 @@ def test_text_queued_before_a_clear_or_close_is_never_synthesized():
     assert not v._thread.is_alive()
 
 
-def test_short_segments_are_said_faster_and_whole_sentences_at_the_voices_pace():
+def test_segments_of_up_to_three_words_are_said_faster_and_longer_ones_at_the_voices_pace():
     from tandem.tts import segment_speed
 
     assert segment_speed("capital") > segment_speed("of the") > segment_speed("is the largest") > 1.0
