@@ -13,12 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from tandem.audio import SAMPLE_RATE
-from tandem.tts import (PHRASE_TAIL_S, SENTENCE_TAIL_S, HibariTTS, segment_speed, trim_leading_silence,
-                        trim_trailing_silence)
+from tandem.tts import HibariTTS, segment_speed, trim_segment
 
 SENTENCES = [
     "The longest river in Africa is the Nile.",
@@ -46,9 +44,7 @@ def main() -> None:
     tts = HibariTTS()
 
     def seconds(text: str, speed: float) -> float:
-        audio = trim_leading_silence(np.asarray(tts._tts(text, speed=speed, seed=0), np.float32))
-        tail = SENTENCE_TAIL_S if text.rstrip()[-1:] in ".?!" else PHRASE_TAIL_S
-        return len(trim_trailing_silence(audio, tail)) / SAMPLE_RATE
+        return len(trim_segment(tts._tts(text, speed=speed, seed=0), text)) / SAMPLE_RATE
 
     whole = sum(seconds(s, 1.0) for s in sentences)
     rows = []

@@ -85,6 +85,12 @@ PHRASE_TAIL_S = 0.04  # kept after a segment that ends mid-sentence
 SENTENCE_TAIL_S = 0.2  # kept after a segment that ends a sentence
 
 
+def trim_segment(audio: np.ndarray, text: str) -> np.ndarray:
+    """A segment's audio as the voice plays it: no lead-in, and the tail its place in a sentence keeps."""
+    audio = trim_leading_silence(np.asarray(audio, np.float32))
+    return trim_trailing_silence(audio, SENTENCE_TAIL_S if text.rstrip()[-1:] in ".?!" else PHRASE_TAIL_S)
+
+
 @dataclass(frozen=True)
 class Cut:
     """A segment whose playback `clear()` stopped part-way: its text and the share of its audio heard."""
@@ -231,8 +237,7 @@ class Voicer:
             except Exception as e:  # noqa: BLE001 - a bad sentence must not silence the rest
                 log.error("TTS failed on %r: %s", text[:60], e)
                 audio = np.zeros(0, np.float32)
-            audio = trim_leading_silence(np.asarray(audio, np.float32))
-            audio = trim_trailing_silence(audio, SENTENCE_TAIL_S if text.rstrip()[-1:] in ".?!" else PHRASE_TAIL_S)
+            audio = trim_segment(audio, text)
             ms = (time.perf_counter() - t0) * 1e3
             with self._lock:
                 if gen == self._generation:
