@@ -94,8 +94,7 @@ def still_fits(opening: str, question: str) -> bool:
     rules put in: "written", "you", "has") is in the question. A revised transcript ("the capital of
     Austria" heard again as "...of Australia") or a new question ("And Germany?") no longer fits."""
     asked = set(_norm_words(question))
-    added = set(_PAST.values()) | set(_PERSON.values()) | set(_HAVE.values()) | _FILLER_WORDS
-    return all(w in asked for w in _norm_words(opening) if w not in added)
+    return all(w in asked for w in _norm_words(opening) if w not in _RULE_WORDS)
 
 
 def _norm_words(text: str) -> list[str]:
@@ -106,6 +105,9 @@ _FILLER_WORDS = frozenset(
     "the a an is was are were of in on at by for to it it's its that this there these those located known as called "
     "and which who what has have had be been being well so yes actually".split())
 
+
+# words an opening may hold that its question need not: fillers and what the rules put in
+_RULE_WORDS = frozenset(_PAST.values()) | frozenset(_PERSON.values()) | frozenset(_HAVE.values()) | _FILLER_WORDS
 
 BARE_ANSWER_WORDS = 3  # a first sentence this short is the answer alone ("Bangkok.", "It is Bangkok.")
 

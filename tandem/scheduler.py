@@ -109,17 +109,21 @@ class OracleScheduler:
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0, "backchannels": 0}
 
     # -- transcript events (called on the event loop) ----------------------------------------
-    def on_partial(self, text: str) -> None:
+    def _note_turn(self, text: str) -> None:
+        """Before the Conversation hears `text`: text with no turn being heard begins a new user turn,
+        and the last reply's opening is not this one's."""
         if text.strip() and not self.conv.hearing:
-            self._opening = None  # a new user turn: the last reply's opening is not this one's
+            self._opening = None
+
+    def on_partial(self, text: str) -> None:
+        self._note_turn(text)
         self.conv.on_partial(text)
         self.provider.observe(self.conv.current_user_text(), False, self._note)
         if self.config.check_on_partial:
             self.check()
 
     def on_final(self, text: str) -> None:
-        if text.strip() and not self.conv.hearing:
-            self._opening = None  # a turn heard only as its final: a new one
+        self._note_turn(text)  # a turn heard only as its final
         self.conv.on_final(text)
         self.provider.observe(self.conv.current_user_text(), True, self._note)
         if text.strip():
