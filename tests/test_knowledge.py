@@ -273,3 +273,14 @@ async def test_a_cascade_session_and_a_tandem_one_ask_the_llm_the_same_thing(tmp
 def test_the_example_knowledge_folder_indexes(tmp_path):
     idx = KnowledgeIndex.open(EXAMPLES, tmp_path / "i.sqlite", progress=False)
     assert idx.stats.documents == 4 and idx.stats.passages >= 20 and not idx.stats.skipped
+
+
+def test_the_default_index_lives_in_tandems_one_cache_directory(tmp_path, monkeypatch):
+    from tandem.knowledge.index import default_index_path
+
+    monkeypatch.setenv("TANDEM_CACHE", str(tmp_path / "cache"))
+    path = default_index_path(tmp_path / "docs")
+    assert path.parent == tmp_path / "cache" / "knowledge" and path.name.startswith("docs-")
+    monkeypatch.delenv("TANDEM_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_index_path(tmp_path / "docs").parent == tmp_path / "xdg" / "tandem" / "knowledge"

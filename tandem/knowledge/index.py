@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cache import cache_root
 from .documents import KnowledgeError, Passage, list_documents, read_text, split_passages
 from .query import fts_match, query_terms
 
@@ -26,9 +26,7 @@ MAX_TERMS = 8  # the rarest terms of a query are searched (a long partial names 
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TANDEM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tandem")
-    return Path(base) / "knowledge"
+    return cache_root() / "knowledge"
 
 
 def default_index_path(root: Path) -> Path:

@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..cache import cache_root
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "llama_cpp_python"
 
@@ -88,12 +90,6 @@ def cmake_args() -> str:
 def build_key(version: str, args: str) -> str:
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}-{platform.machine()}"
     return f"{version}-{tag}-" + hashlib.sha256(f"{version}|{args}|{tag}".encode()).hexdigest()[:12]
-
-
-def cache_root() -> Path:
-    """Where the builds are kept: $TANDEM_CACHE, else the user's cache directory's tandem/."""
-    return Path(os.environ.get("TANDEM_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                                os.path.expanduser("~/.cache"), "tandem"))
 
 
 def cache_dir() -> Path:
