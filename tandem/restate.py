@@ -154,7 +154,8 @@ def splice(opening: str, question: str, reply: str) -> str | None:
 
 
 class Splicer:
-    """Streams an LLM reply as the continuation of `opening`, which was passed on already: text is
+    """Streams an LLM reply as the continuation of `opening`, which was passed on already (with the
+    space after its last word, so what follows comes without one): text is
     held until it is clear whether the reply begins with the opening (then what follows it passes
     through) or not (then its first sentence is awaited and spliced). A reply that cannot be spliced
     replaces the opening: `push`/`flush` then return it whole with `replaces` set, and the caller
@@ -192,7 +193,7 @@ class Splicer:
         n = len(_norm_words(self.opening))
         words = list(re.finditer(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?", text))
         if len(words) >= n and [w.group(0).lower() for w in words[:n]] == _norm_words(self.opening):
-            text = text[words[n - 1].end():]  # what follows the opening
+            text = text[words[n - 1].end():].lstrip()  # what follows the opening (passed on with its space)
         else:
             self.replaces = True
         self.continued = bool(text.strip())

@@ -39,7 +39,7 @@ from .restate import Splicer, restate, still_fits
 
 log = logging.getLogger(__name__)
 
-OPENING_FALLBACK = " something I am not sure of, sorry."
+OPENING_FALLBACK = "something I am not sure of, sorry."
 OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
 
 
@@ -216,7 +216,10 @@ class OracleScheduler:
         if opening:
             st.splicer = Splicer(opening, question)
             self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}))
-            self._pass_on(st, opening)
+            # whole words, so it goes on with a space: the session feeds a word only once whitespace
+            # follows it, and the opening's last word ("is") would otherwise wait for the LLM's first
+            # token while a front-end that has caught up with the feed falls silent
+            self._pass_on(st, opening + " ")
         st.task = asyncio.get_running_loop().create_task(self._run(st, request))
 
     def _cancel(self, sid: int, reason: str) -> None:

@@ -53,21 +53,21 @@ def test_splicer_passes_what_follows_an_agreeing_opening_as_it_streams():
     s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
     out = [s.push(p) for p in ["The", " capital", " of", " Thailand", " is", " Bangkok", "."]] + [s.flush()]
     assert out[:5] == [""] * 5, "held until it is clear the reply begins with the opening"
-    assert out[5] == " Bangkok", "then released at once, not at the sentence end"
-    assert "".join(out) == " Bangkok." and not s.replaces and s.continued
+    assert out[5] == "Bangkok", "then released at once, not at the sentence end"
+    assert "".join(out) == "Bangkok." and not s.replaces and s.continued
 
 
 def test_splicer_waits_for_the_first_sentence_of_a_reply_in_another_order():
     s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
     out = [s.push(p) for p in ["Bangkok", " is", " the", " capital", " of", " Thailand", ".", " It", " is", " big."]]
     assert "".join(out[:6]) == ""
-    assert "".join(out) + s.flush() == " Bangkok. It is big." and not s.replaces
+    assert "".join(out) + s.flush() == "Bangkok. It is big." and not s.replaces
 
 
 def test_splicer_flushes_an_unfinished_reply_at_the_end_of_the_stream():
     s = Splicer("The capital of Thailand is", "What is the capital of Thailand?")
     assert s.push("Bangkok") == ""
-    assert s.flush() == " Bangkok."
+    assert s.flush() == "Bangkok."
 
 
 def test_a_reply_that_cannot_be_spliced_replaces_the_opening():

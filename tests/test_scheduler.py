@@ -7,6 +7,7 @@ from tandem.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.providers import LLMProvider
 from tandem.scheduler import OracleScheduler, SchedulerConfig
+from tandem.session import WordBuffer
 
 
 def make(srv, **cfg):
@@ -273,7 +274,9 @@ async def test_a_stream_opens_with_the_restated_opening_before_the_llm_replies()
     with FakeOpenAIServer(slow) as srv:
         sched, timeline, emitted = make(srv, restate=True)
         sched.on_final("What is the capital of Thailand?")
-        assert emitted == [("reset", ""), ("append", "The capital of Thailand is")], "at once, before any token"
+        assert emitted == [("reset", ""), ("append", "The capital of Thailand is ")], "at once, before any token"
+        words = WordBuffer()
+        assert words.push(emitted[1][1]) == "The capital of Thailand is", "its last word is fed at once too"
         assert timeline.of_kind(tl.RESTATE)[0]["text"] == "The capital of Thailand is"
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         assert "".join(t for k, t in emitted if k == "append") == "The capital of Thailand is Bangkok."
