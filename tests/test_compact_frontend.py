@@ -94,6 +94,23 @@ def test_a_response_that_starts_repeating_itself_is_stopped():
     assert fe.loops_stopped == 1
 
 
+def test_a_one_piece_word_is_not_said_twice_in_a_row_while_the_oracle_is_awaited():
+    """A front-end that has caught up with the feed ("The chemical symbol for gold is", then the LLM's
+    "Au." a second later) said "gold is is is Au."; the repeat is silence instead, and the next word
+    comes when it comes."""
+    fe = CompactFrontEnd()
+    tok = fe.tokenizer
+    (is_,) = tok.encode(" is")
+    au = tok.encode(" Au.")
+    out = scripted(fe, [PAD] * 8 + tok.encode("The symbol is") + [is_, PAD, PAD, is_] + [PAD] * 8 + [is_] + au + [PAD] * 3)
+    said = " ".join(t for step in out for t in step)
+    assert said == "The symbol is Au.", said
+    # a word said again once the repeat window has passed is a new sentence's, and is spoken
+    fe.reset()
+    out = scripted(fe, [PAD] * 8 + [is_] + [PAD] * 30 + [is_, PAD, PAD])
+    assert " ".join(t for step in out for t in step) == "is is"
+
+
 def test_repeats_that_are_not_loops_are_spoken():
     assert not completes_a_loop([1, 0, 0], 0), "1000"
     assert completes_a_loop([1, 0, 0, 0], 0)

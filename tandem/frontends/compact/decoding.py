@@ -29,6 +29,7 @@ word read from the oracle it cannot add pieces to it ("freezinging", "Fahrenheit
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -42,6 +43,7 @@ from .tokenizer import END, PAD
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
 COPY_CURSOR_WEIGHT = 0.25  # the pointer's weight on a copied piece's frame for the rest of its word to follow
+REPEAT_WINDOW_FRAMES = 24  # a word said again within this many frames of itself is a repeat (1.9 s)
 MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
 
 
@@ -130,6 +132,18 @@ class CompactState:
         a, b = self.user_q.next(2)
         return a, b
 
+    def repeats_last_word(self, tok: int) -> bool:
+        """Would `tok` say again the one-piece word said last ("gold is is is Au.")? A front-end that
+        has caught up with the oracle feed, waiting for its next word, tends to say the last one
+        again; a speaker says "had had" far less often than this happens. Across a pause too: after
+        RESPONSE_GAP_FRAMES of silence the next word starts a new response for the loop check."""
+        if self.starts_word is None or not self.starts_word(tok):
+            return False
+        for ago, t in enumerate(islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES)):
+            if t > END:
+                return t == tok
+        return False
+
     def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
         `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
@@ -140,6 +154,8 @@ class CompactState:
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
+        elif self.repeats_last_word(tok):
+            tok = PAD  # fed back as silence: the model waits for the oracle's next word instead
         else:
             if self.quiet_run >= RESPONSE_GAP_FRAMES:
                 self.said = []
