@@ -1,0 +1,117 @@
+"""When would the answer be heard? Recorded timelines replayed through compact checkpoints with the
+real voice (hibari, in-process), offline and deterministic: each frame waits for the voice's syntheses
+to finish before the next (hibari takes 10-30 ms for a segment, well inside a frame), so the result
+depends on the checkpoint and the Mouth's rules, not on the machine's load. The oracles are the
+recorded ones, so a checkpoint is judged on the very inputs a live session gave the last one.
+
+    python scripts/voice_replay.py out/bench/timelines/*.tandem.d0.json \
+        --questions ../shared/data/questions-dev.jsonl --checkpoint A.pt --checkpoint B.pt [--out F.json]
+
+Per timeline and checkpoint: the time from the end of the user's speech (the VAD's) to the first sound
+and to the answer word (placed within its segment in proportion to the characters before it), the
+number of segments the voice was handed, and the words said. The summary gives medians over the
+timelines where every checkpoint said the answer.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
+from tandem.bench import load_questions
+from tandem.frontend import UserFrame, speaking
+from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
+from tandem.frontends.compact.replay import inputs_from_timeline
+from tandem.scoring import Word, find_answer, normalize
+from tandem.tts import HibariTTS
+
+
+def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
+    """(audio, [(sample where a segment starts, its text)], the VAD's end of speech in seconds)."""
+    inp = inputs_from_timeline(tl, fe.tokenizer)
+    fe.reset()
+    silent = np.zeros(FRAME_SAMPLES, np.float32)
+    audio, starts = [], []
+    with torch.inference_mode():
+        for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
+            out = fe.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
+            loud = np.flatnonzero(np.abs(out.audio) > 1e-4)
+            for text in out.text:
+                starts.append((k * FRAME_SAMPLES + (int(loud[0]) if len(loud) else 0), text))
+            audio.append(out.audio)
+            while fe.mouth.voicer.synthesizing:
+                time.sleep(0.001)
+    ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
+    return np.concatenate(audio), starts, (ends[-1] if ends else None)
+
+
+def answer_time(audio: np.ndarray, starts: list[tuple[int, str]], answers: list[str]) -> float | None:
+    """Seconds into `audio` at which an accepted answer's first word begins."""
+    words: list[Word] = []
+    for i, (s0, text) in enumerate(starts):
+        s1 = starts[i + 1][0] if i + 1 < len(starts) else len(audio)
+        seg = audio[s0:s1]
+        loud = np.flatnonzero(np.abs(seg) > 1e-3)
+        dur = (int(loud[-1]) + 1 if len(loud) else len(seg)) / SAMPLE_RATE
+        toks = normalize(text).split()
+        chars = sum(len(t) + 1 for t in toks) or 1
+        pos = 0
+        for t in toks:
+            words.append(Word(t, s0 / SAMPLE_RATE + dur * pos / chars, s0 / SAMPLE_RATE + dur * (pos + len(t)) / chars))
+            pos += len(t) + 1
+    hit = find_answer(words, answers)
+    return None if hit is None else hit.start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("timelines", type=Path, nargs="+")
+    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--checkpoint", type=Path, action="append", default=[])
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    answers = {q.id: q.answers for q in load_questions(args.questions, None)}
+    tts = HibariTTS()
+    checkpoints = [str(ck) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT])]
+    runs = []
+    for ck in checkpoints:
+        fe = CompactFrontEnd(ck, tts=tts)
+        for path in tqdm(args.timelines, desc=Path(ck).parent.name):
+            tl = json.loads(path.read_text())
+            qid = tl.get("meta", {}).get("question_id") or path.name.split(".")[0]
+            audio, starts, end_s = voice_replay(tl, fe)
+            first = next((s for s, _ in starts), None)
+            ans = answer_time(audio, starts, answers.get(qid, []))
+            runs.append({"timeline": str(path), "question_id": qid, "checkpoint": ck,
+                         "onset_s": None if first is None or end_s is None else round(first / SAMPLE_RATE - end_s, 3),
+                         "answer_s": None if ans is None or end_s is None else round(ans - end_s, 3),
+                         "segments": len(starts), "said": " ".join(t for _, t in starts)})
+        fe.close()
+    both = [p for p in {r["timeline"] for r in runs}
+            if all(any(r["timeline"] == p and r["checkpoint"] == ck and r["answer_s"] is not None for r in runs)
+                   for ck in checkpoints)]
+    summary = []
+    for ck in checkpoints:
+        mine = [r for r in runs if r["checkpoint"] == ck]
+        common = [r for r in mine if r["timeline"] in both]
+        summary.append({"checkpoint": ck, "timelines": len(mine),
+                        "answer_said": sum(r["answer_s"] is not None for r in mine),
+                        "answer_s_median_common": round(statistics.median(r["answer_s"] for r in common), 3) if common else None,
+                        "onset_s_median": round(statistics.median(r["onset_s"] for r in mine if r["onset_s"] is not None), 3),
+                        "segments_median_common": statistics.median(r["segments"] for r in common) if common else None,
+                        "common": len(common)})
+    for s in summary:
+        print(json.dumps(s))
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
