@@ -21,33 +21,29 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
 from tandem.bench import load_questions
-from tandem.frontend import UserFrame, speaking
+from tandem.frontend import FrontEndOutput
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
-from tandem.frontends.compact.replay import inputs_from_timeline
+from tandem.frontends.compact.replay import replay
 from tandem.scoring import Word, find_answer, normalize
 from tandem.tts import HibariTTS
 
 
 def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
     """(audio, [(sample where a segment starts, its text)], the VAD's end of speech in seconds)."""
-    inp = inputs_from_timeline(tl, fe.tokenizer)
-    fe.reset()
-    silent = np.zeros(FRAME_SAMPLES, np.float32)
     audio, starts = [], []
-    with torch.inference_mode():
-        for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            out = fe.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
-            loud = np.flatnonzero(np.abs(out.audio) > 1e-4)
-            for text in out.text:
-                starts.append((k * FRAME_SAMPLES + (int(loud[0]) if len(loud) else 0), text))
-            audio.append(out.audio)
-            while fe.mouth.voicer.synthesizing:
-                time.sleep(0.001)
+
+    def heard(k: int, out: FrontEndOutput) -> None:
+        loud = np.flatnonzero(np.abs(out.audio) > 1e-4)
+        starts.extend((k * FRAME_SAMPLES + (int(loud[0]) if len(loud) else 0), text) for text in out.text)
+        audio.append(out.audio)
+        while fe.mouth.voicer.synthesizing:  # the voice keeps up within the frame, whatever the load
+            time.sleep(0.001)
+
+    replay(tl, fe, after_step=heard)
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     return np.concatenate(audio), starts, (ends[-1] if ends else None)
 

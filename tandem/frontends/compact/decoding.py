@@ -135,14 +135,12 @@ class CompactState:
     def repeats_last_word(self, tok: int) -> bool:
         """Would `tok` say again the one-piece word said last ("gold is is is Au.")? A front-end that
         has caught up with the oracle feed, waiting for its next word, tends to say the last one
-        again; a speaker says "had had" far less often than this happens. Across a pause too: after
-        RESPONSE_GAP_FRAMES of silence the next word starts a new response for the loop check."""
+        again; a speaker says "had had" far less often than this happens. Counted in frames, not in
+        the response's tokens (`said`), since a wait longer than RESPONSE_GAP_FRAMES starts a new one."""
         if self.starts_word is None or not self.starts_word(tok):
             return False
-        for ago, t in enumerate(islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES)):
-            if t > END:
-                return t == tok
-        return False
+        last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
+        return last == tok
 
     def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ...copying import copied_exactly, last_oracle_text
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
-from ...frontend import UserFrame, speaking
+from ...frontend import FrontEndOutput, UserFrame, speaking
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
 from ...timeline import ORACLE_APPEND, ORACLE_END, ORACLE_RESET
 from .frontend import CompactFrontEnd
@@ -124,8 +124,10 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
-           audio_path: str | Path | None = None, policy: str | None = None) -> ReplayResult:
-    """Steps `front_end` (built without a voice) over the recorded inputs; deterministic."""
+           audio_path: str | Path | None = None, policy: str | None = None,
+           after_step: Callable[[int, FrontEndOutput], None] | None = None) -> ReplayResult:
+    """Steps `front_end` (built without a voice) over the recorded inputs; deterministic.
+    `after_step(frame, output)` sees each frame's output (a front-end built with a voice gives audio)."""
     inp = inputs_from_timeline(tl, front_end.tokenizer, audio_path, policy)
     front_end.reset()
     silent = np.zeros(FRAME_SAMPLES, np.float32)
@@ -135,6 +137,8 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
         for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
             out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
             texts += out.text
+            if after_step is not None:
+                after_step(k, out)
             if turn is None and inp.speech_end_frame is not None and k >= inp.speech_end_frame \
                     and front_end.prev > END:
                 turn = k
