@@ -2,19 +2,24 @@
 
 When the user speaks for BARGE_IN_FRAMES frames while the assistant talks, the voice is *paused*
 at once (silent within ~0.35 s of the user's onset, as barge-in always was) and keeps its place.
+Falling silent is all an interruption needs at once; dropping the reply can wait for evidence.
 Then the burst of speech decides, frame by frame:
-- it ends (END_QUIET_FRAMES without speech) after at most MAX_BACKCHANNEL_FRAMES of speech, and
-  the transcript shows no words or only backchannel words (a cough, a click, "mm-hmm"): RESUME,
-  the voice goes on where it paused;
-- it goes on past MAX_BACKCHANNEL_FRAMES, or the transcript shows other words: DROP, the voice's
-  queue is dropped (the segment under way is cut where it paused) and the reply is over.
+- the transcript shows backchannel words only ("mm-hmm", "yeah", "right, I see"): RESUME at once,
+  even while the user still speaks. The words are the evidence the length alone cannot give: a slow
+  "Mm-hmm" or "Right, I see" lasts most of a second, and waiting for its end would cost a silence
+  the user hears as a yield;
+- it ends (END_QUIET_FRAMES without speech) after at most MAX_BACKCHANNEL_FRAMES of speech with no
+  words in the transcript (a cough, a click, a hum not yet transcribed): RESUME, the voice goes on
+  where it paused, within MAX_SILENCE_S of silence;
+- the transcript shows other words, or speech goes on past MAX_TALKED_OVER_FRAMES: DROP, the
+  voice's queue is dropped (the segment under way is cut where it paused) and the reply is over;
+- longer than MAX_BACKCHANNEL_FRAMES with no words yet: it stays paused while the transcript
+  catches up (the front-end model's own END may drop it meanwhile: `model_yields`), and resumes if
+  the burst ends and AWAIT_WORDS_FRAMES pass with still no words (a noise).
 The transcript lags the speech (a partial needs ~0.3 s of it, a final comes ~0.5 s after it), so
 for LATE_WORDS_FRAMES after a resume the decision can still be revised: words other than
-backchannels then drop the reply late, and speech again pauses it at once (the user went on).
-
-The constants are chosen so that a burst that is resumed never costs more than 0.5 s of silence
-(what `bench_dialogues.talk_through` allows): the voice is silent from the BARGE_IN_FRAMES-th
-speech frame to the END_QUIET_FRAMES-th quiet frame, at most MAX_SILENCE_S.
+backchannels then drop the reply late, and speech again pauses it at once (the user went on)
+unless what it says is still a backchannel.
 """
 from __future__ import annotations
 
@@ -24,13 +29,20 @@ from dataclasses import dataclass
 from .frontend import BARGE_IN_FRAMES
 
 FRAME_S = 0.08
-# A backchannel is short: "mm-hmm", "yeah", "I see" take 0.3-0.55 s. Speech going on longer than
-# this is an interruption. Capped by the silence budget: see MAX_SILENCE_S.
+# A backchannel is short: "mm-hmm", "yeah", "I see" take 0.3-0.55 s. A burst no longer than this
+# with no words resumes as soon as it ends; a longer one waits for its words. Capped by the silence
+# budget: see MAX_SILENCE_S.
 MAX_BACKCHANNEL_FRAMES = 7  # 0.56 s of speech
+# Speech over the voice longer than this takes the turn, whatever the transcript says of it (a
+# backchannel heard as one is talked through meanwhile: "Yeah, yeah, I see, okay" said slowly).
+MAX_TALKED_OVER_FRAMES = 20  # 1.6 s of speech
 # Frames without speech that end a burst. One is not enough: the voice-activity probability the
 # front-end sees (one 32 ms window a frame) dips between words, and resuming in such a dip would
 # speak a frame over a user who goes on talking.
 END_QUIET_FRAMES = 2  # 0.16 s
+# A burst longer than a backchannel, with no words heard: how long after it ends the voice stays
+# paused for its transcript (the final comes ~0.4-0.6 s after the speech) before it resumes.
+AWAIT_WORDS_FRAMES = 8  # 0.64 s
 # How long after a resume the burst's transcript may still turn out to be a real utterance: the
 # final comes ~0.4 s (end-of-turn silence) plus a decode after the speech ended.
 LATE_WORDS_FRAMES = 15  # 1.2 s
@@ -49,7 +61,7 @@ BACKCHANNEL_PHRASES: frozenset[tuple[str, ...]] = frozenset(tuple(p.split()) for
 _LONGEST = max(len(p) for p in BACKCHANNEL_PHRASES)
 # Hums in any spelling a recogniser writes them: "mm", "hmm", "mhm", "uh", "um", "huh", and the
 # letters Whisper sometimes spells a hum with ("M H M M").
-_HUM = re.compile(r"[mhu]{1,6}")
+_HUM = re.compile(r"[mhu][mhnu]{0,5}|n")  # "M-N", "mhmm", "uh", "hmm"
 _WORD = re.compile(r"[a-z']+")
 
 PAUSE, RESUME, DROP = "pause", "resume", "drop"
@@ -113,6 +125,7 @@ class BargeInJudge:
         self.spoken = 0  # frames of the burst being judged, from its first speech frame to its latest
         self.watch = 0  # frames left in which a resumed burst's transcript may still drop the reply
         self.before = ""  # the transcript when the burst began
+        self.heard_backchannel = False  # the burst's transcript shows backchannel words only
         self.dropped = False  # this burst dropped the reply: nothing more to decide until the user stops
 
     @property
@@ -145,9 +158,14 @@ class BargeInJudge:
             self.reset()
             return None
         words = burst_words(self.before, transcript)
+        self.heard_backchannel = is_backchannel(words)
         if self.phase == "watching":
             if shows_other_words(words):
                 return self._drop("late words", words)
+            if speaking and self.heard_backchannel:  # a backchannel still being said: talk on through it
+                self.spoken += 1 + gap
+                self.watch = LATE_WORDS_FRAMES
+                return self._drop("long", words) if self.spoken > MAX_TALKED_OVER_FRAMES else None
             if speaking:  # the user goes on: pause at once, a new burst judged as the first
                 self.phase, self.spoken = "paused", 1
                 return self._decide(PAUSE, "continued", words)
@@ -159,20 +177,29 @@ class BargeInJudge:
             self.spoken += 1 + gap
         if shows_other_words(words):
             return self._drop("words", words)
-        if self.spoken > MAX_BACKCHANNEL_FRAMES:
+        if self.spoken > MAX_TALKED_OVER_FRAMES:
             return self._drop("long", words)
-        if self.quiet >= END_QUIET_FRAMES:
-            self.phase, self.watch = "watching", LATE_WORDS_FRAMES
-            return self._decide(RESUME, "backchannel" if words_of(words) else "no words", words)
+        if self.heard_backchannel:  # heard as a backchannel: no need to wait for its end
+            return self._resume("backchannel", words)
+        short = self.spoken <= MAX_BACKCHANNEL_FRAMES
+        if self.quiet >= (END_QUIET_FRAMES if short else AWAIT_WORDS_FRAMES):
+            return self._resume("no words", words)
         return None
 
     def model_yields(self) -> Decision | None:
         """The front-end model itself chose to yield (a compact checkpoint trained with
-        interruptions says END while the user talks over it): drop now, when a burst is being
-        judged or watched. The rules above stay as the safety net for a model that does not."""
-        if self.phase == "idle":
+        interruptions says END while the user talks over it): drop now, when a burst longer than a
+        backchannel is being judged or watched and its transcript has not shown a backchannel. The
+        model hears the user's voice activity, not the words: over a short burst, or one heard as
+        "mm-hmm", its END is a guess the rules above know better (measured: it dropped "Okay" and
+        "Oh, wow" at 0.3-0.56 s of speech, docs/BENCHMARKS.md)."""
+        if self.phase == "idle" or self.heard_backchannel or self.spoken <= MAX_BACKCHANNEL_FRAMES:
             return None
         return self._drop("model", "")
+
+    def _resume(self, reason: str, words: str) -> Decision:
+        self.phase, self.watch = "watching", LATE_WORDS_FRAMES
+        return self._decide(RESUME, reason, words)
 
     def _drop(self, reason: str, words: str) -> Decision:
         d = self._decide(DROP, reason, words)

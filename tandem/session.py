@@ -146,6 +146,7 @@ class Session:
         self._user_text = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._silent_frames = 10**9  # frames since the assistant was last audible
+        self._held: tuple[str, str] | None = None  # while the voice is paused: (the piece playing, its words unsaid)
         self._next_k = 0  # the next step
         self.supervisor = supervisor
         self._unsubscribe: Any = None
@@ -319,13 +320,25 @@ class Session:
 
     def _forget_unheard(self, t: float) -> None:
         """A voiced piece cut part-way (barge-in) was recorded as said when its audio started: keep
-        only its words that were heard, so the next prompt does not tell the LLM it said the rest."""
+        only its words that were heard, so the next prompt does not tell the LLM it said the rest.
+        A pause (the user talks over the voice) counts as a cut until the voice resumes: whether it
+        was an interruption may be known only after a prompt has been built from the user's words."""
         voicer = self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
         if voicer is None or not hasattr(voicer, "take_cuts"):
             return
+        if voicer.paused and self._held is None:
+            held = voicer.playing()
+            self._held = (held.text, self.conv.unsay(held.text, held.heard)) if held else ("", "")
         for cut in voicer.take_cuts():
-            unsaid = self.conv.unsay(cut.text, cut.heard)
+            if self._held is not None and self._held[0] == cut.text:
+                unsaid, self._held = self._held[1], None  # unsaid when it paused, where it is cut
+            else:
+                unsaid = self.conv.unsay(cut.text, cut.heard)
             self.timeline.add(tl.ASSISTANT_CUT, t=t, text=cut.text, heard=round(cut.heard, 3), unsaid=unsaid)
+        if self._held is not None and not voicer.paused:
+            if voicer.busy and self._held[1]:  # resumed: the rest of the piece is being said after all
+                self.conv.on_assistant(self._held[1])
+            self._held = None
 
     def _record_talk_over(self, t: float) -> None:
         """The front-end's barge-in decisions (pause, resume, drop) on the timeline, as the cascade records its own."""

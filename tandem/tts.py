@@ -171,6 +171,15 @@ class Voicer:
             self._ready.clear()
             return cut
 
+    def playing(self) -> Cut | None:
+        """The segment being played, with the share of it played so far (None between segments):
+        where a `clear` now would cut it."""
+        with self._lock:
+            if self._ready and self._ready[0].announced and self._ready[0].pos < len(self._ready[0].audio):
+                seg = self._ready[0]
+                return Cut(seg.text, seg.pos / len(seg.audio))
+            return None
+
     def take_cuts(self) -> list[Cut]:
         with self._lock:
             cuts, self.cuts = self.cuts, []

@@ -4,7 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from tandem.backchannel import (DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
+from tandem.backchannel import (AWAIT_WORDS_FRAMES, DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
+                                MAX_TALKED_OVER_FRAMES,
                                 MAX_SILENCE_S, PAUSE, RESUME, BargeInJudge, burst_words, is_backchannel)
 from tandem.frontend import BARGE_IN_FRAMES
 from tandem.tts import Cut, Voicer
@@ -105,10 +106,51 @@ PREV = "tell me about France"  # the last turn's transcript, still there when a 
 QUIET = [(False, PREV)] * 4
 
 
-def test_a_short_backchannel_pauses_then_resumes():
+def test_a_short_backchannel_pauses_then_resumes_as_soon_as_the_transcript_shows_it():
     burst = [(True, PREV)] * 3 + [(True, "Mm-hmm")] * 2
     d = run(BargeInJudge(), QUIET + burst + [(False, "Mm-hmm.")] * 30)
-    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5 + END_QUIET_FRAMES - 1, RESUME, "backchannel")]
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 3, RESUME, "backchannel")]
+
+
+def test_a_slow_hum_longer_than_a_short_burst_is_talked_through_once_heard():
+    """A slow "Mm-hmm" (1.1 s, as some voices say it) outlasts MAX_BACKCHANNEL_FRAMES; its transcript,
+    not its length, tells it from an interruption: the voice resumes while it is still being said."""
+    hum = [(True, PREV)] * 5 + [(True, "m")] * 3 + [(True, "M-H-M-M-")] * 6
+    judge = BargeInJudge()
+    d = run(judge, QUIET + hum + [(False, "M-H-M-")] * 30)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5, RESUME, "backchannel")]
+    assert (d[1][0] - d[0][0]) * FRAME_S <= MAX_SILENCE_S
+    assert not judge.holding, "the watch ends as for any resumed burst"
+
+
+def test_a_hum_that_goes_on_and_on_is_taking_the_turn():
+    judge = BargeInJudge()
+    d = run(judge, QUIET + [(True, PREV)] * 3 + [(True, "Mm-hmm")] * MAX_TALKED_OVER_FRAMES + QUIET)
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "backchannel"), (DROP, "long")]
+    assert d[2][0] == 4 + MAX_TALKED_OVER_FRAMES
+
+
+def test_a_backchannel_that_turns_into_a_question_drops_the_reply_when_its_words_come():
+    burst = [(True, PREV)] * 3 + [(True, "Yeah")] * 3 + [(True, "Yeah, but what about")] + QUIET
+    d = run(BargeInJudge(), QUIET + burst)
+    assert [(i, a, r) for i, a, r in d] == [(6, PAUSE, "talked over"), (7, RESUME, "backchannel"),
+                                            (10, DROP, "late words")]
+
+
+def test_the_model_cannot_yield_to_what_the_transcript_shows_is_a_backchannel():
+    judge = BargeInJudge()
+    run(judge, QUIET + [(True, PREV)] * 3)
+    assert judge.holding
+    run(judge, [(True, "Mm-hmm")])
+    assert judge.model_yields() is None
+    judge = BargeInJudge()
+    run(judge, QUIET + [(True, PREV)] * 3 + [(True, "Wait")])
+    assert not judge.holding, "other words drop it by the rule already"
+    judge = BargeInJudge()
+    run(judge, QUIET + [(True, PREV)] * 4)
+    assert judge.model_yields() is None, "as short as a backchannel: the rule decides"
+    run(judge, [(True, PREV)] * MAX_BACKCHANNEL_FRAMES)
+    assert judge.model_yields().reason == "model", "longer, no words heard yet: the model decides"
 
 
 def test_a_cough_without_a_transcript_resumes():
@@ -116,9 +158,24 @@ def test_a_cough_without_a_transcript_resumes():
     assert [a for _, a, _ in d] == [PAUSE, RESUME] and d[1][2] == "no words"
 
 
-def test_a_burst_longer_than_a_backchannel_is_an_interruption():
-    d = run(BargeInJudge(), QUIET + [(True, PREV)] * 15 + QUIET)
-    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + MAX_BACKCHANNEL_FRAMES, DROP, "long")]
+def test_a_burst_longer_than_anyone_nods_is_an_interruption():
+    d = run(BargeInJudge(), QUIET + [(True, PREV)] * 25 + QUIET)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + MAX_TALKED_OVER_FRAMES, DROP, "long")]
+
+
+def test_a_burst_longer_than_a_backchannel_stays_paused_until_its_words_decide():
+    long = [(True, PREV)] * (MAX_BACKCHANNEL_FRAMES + 3)
+    d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 4 + [(False, "Stop. What is the time?")] + QUIET)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + len(long) + 4, DROP, "words")]
+    d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 4 + [(False, "Mm-hmm.")] + QUIET)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + len(long) + 4, RESUME, "backchannel")]
+
+
+def test_a_long_noise_that_never_shows_words_resumes_once_its_final_could_have_come():
+    long = [(True, PREV)] * (MAX_BACKCHANNEL_FRAMES + 3)
+    d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 20)
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"),
+                 (4 + len(long) + AWAIT_WORDS_FRAMES - 1, RESUME, "no words")]
 
 
 def test_a_short_burst_whose_transcript_shows_other_words_is_an_interruption():
@@ -138,7 +195,7 @@ def test_words_that_come_after_the_resume_still_drop_the_reply():
 
 
 def test_speech_again_right_after_a_resume_pauses_at_once():
-    burst = [(True, PREV)] * 4 + [(False, PREV)] * 3 + [(True, PREV)] * 10
+    burst = [(True, PREV)] * 4 + [(False, PREV)] * 3 + [(True, PREV)] * (MAX_TALKED_OVER_FRAMES + 1)
     d = run(BargeInJudge(), burst)
     assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "no words"), (PAUSE, "continued"),
                                          (DROP, "long")]
@@ -170,5 +227,6 @@ def test_a_dip_in_the_voice_activity_does_not_end_a_burst_nor_hide_its_length():
     assert [a for _, a, _ in d] == [PAUSE, RESUME]
     silent = d[1][0] - d[0][0]
     assert silent * FRAME_S <= MAX_SILENCE_S
-    d = run(BargeInJudge(), speech + [(True, PREV)] + QUIET)  # one frame more: too long for a backchannel
-    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (DROP, "long")]
+    d = run(BargeInJudge(), speech + [(True, PREV)] + QUIET * 3)  # one frame more: it waits for words
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "no words")]
+    assert (d[1][0] - d[0][0]) * FRAME_S > MAX_SILENCE_S
