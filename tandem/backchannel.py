@@ -4,13 +4,14 @@ When the user speaks for BARGE_IN_FRAMES frames while the assistant talks, the v
 at once (silent within ~0.35 s of the user's onset, as barge-in always was) and keeps its place.
 Falling silent is all an interruption needs at once; dropping the reply can wait for evidence.
 Then the burst of speech decides, frame by frame:
-- the transcript shows backchannel words only ("mm-hmm", "yeah", "right, I see"): RESUME at once,
-  even while the user still speaks. The words are the evidence the length alone cannot give: a slow
-  "Mm-hmm" or "Right, I see" lasts most of a second, and waiting for its end would cost a silence
-  the user hears as a yield;
-- it ends (END_QUIET_FRAMES without speech) after at most MAX_BACKCHANNEL_FRAMES of speech with no
-  words in the transcript (a cough, a click, a hum not yet transcribed): RESUME, the voice goes on
-  where it paused, within MAX_SILENCE_S of silence;
+- it ends (END_QUIET_FRAMES without speech) and the transcript shows backchannel words only
+  ("mm-hmm", "yeah", "right, I see"), however long it was: RESUME, the voice goes on where it
+  paused. The words are the evidence the length alone cannot give: a slow "Mm-hmm" or "Right, I
+  see" lasts most of a second (its resume then costs more than MAX_SILENCE_S, but the reply goes on
+  instead of being dropped). Not before its end: "Okay, wait, how many..." is heard as "Okay"
+  first, and resuming on it would talk over an interruption;
+- it ends after at most MAX_BACKCHANNEL_FRAMES of speech with no words in the transcript (a
+  cough, a click, a hum not yet transcribed): RESUME, within MAX_SILENCE_S of silence;
 - the transcript shows other words, or speech goes on past MAX_TALKED_OVER_FRAMES: DROP, the
   voice's queue is dropped (the segment under way is cut where it paused) and the reply is over;
 - longer than MAX_BACKCHANNEL_FRAMES with no words yet: it stays paused while the transcript
@@ -43,6 +44,9 @@ END_QUIET_FRAMES = 2  # 0.16 s
 # A burst longer than a backchannel, with no words heard: how long after it ends the voice stays
 # paused for its transcript (the final comes ~0.4-0.6 s after the speech) before it resumes.
 AWAIT_WORDS_FRAMES = 8  # 0.64 s
+# A burst must be this long before the front-end model's own END drops the reply (`model_yields`):
+# by then an interruption's transcript has usually shown its words, a backchannel's its hum.
+MODEL_YIELD_FRAMES = 12  # 0.96 s
 # How long after a resume the burst's transcript may still turn out to be a real utterance: the
 # final comes ~0.4 s (end-of-turn silence) plus a decode after the speech ended.
 LATE_WORDS_FRAMES = 15  # 1.2 s
@@ -179,7 +183,7 @@ class BargeInJudge:
             return self._drop("words", words)
         if self.spoken > MAX_TALKED_OVER_FRAMES:
             return self._drop("long", words)
-        if self.heard_backchannel:  # heard as a backchannel: no need to wait for its end
+        if self.quiet >= END_QUIET_FRAMES and self.heard_backchannel:
             return self._resume("backchannel", words)
         short = self.spoken <= MAX_BACKCHANNEL_FRAMES
         if self.quiet >= (END_QUIET_FRAMES if short else AWAIT_WORDS_FRAMES):
@@ -188,12 +192,12 @@ class BargeInJudge:
 
     def model_yields(self) -> Decision | None:
         """The front-end model itself chose to yield (a compact checkpoint trained with
-        interruptions says END while the user talks over it): drop now, when a burst longer than a
-        backchannel is being judged or watched and its transcript has not shown a backchannel. The
-        model hears the user's voice activity, not the words: over a short burst, or one heard as
-        "mm-hmm", its END is a guess the rules above know better (measured: it dropped "Okay" and
-        "Oh, wow" at 0.3-0.56 s of speech, docs/BENCHMARKS.md)."""
-        if self.phase == "idle" or self.heard_backchannel or self.spoken <= MAX_BACKCHANNEL_FRAMES:
+        interruptions says END while the user talks over it): drop now, when a burst longer than
+        MODEL_YIELD_FRAMES is being judged or watched and its transcript has not shown a
+        backchannel. The model hears the user's voice activity, not the words: sooner, its END is a
+        guess the transcript decides better (measured: it dropped "Okay", "Oh, wow" and "Yeah, yeah"
+        at 0.3-0.72 s of speech, docs/BENCHMARKS.md)."""
+        if self.phase == "idle" or self.heard_backchannel or self.spoken <= MODEL_YIELD_FRAMES:
             return None
         return self._drop("model", "")
 

@@ -199,6 +199,9 @@ def score_dialogue(d: Dialogue, spans: list[Span], assistant: np.ndarray, words:
                     "yielded_and_answered": y is not None and y <= YIELD_TARGET_S and bool(last["correct"])})
     elif d.kind == "backchannel":
         rec.update(talk_through(assistant, sp))
+        # the reply went on, if after a longer pause than talking through allows: no barge-in dropped it
+        rec["reply_kept"] = rec["talking_at_onset"] and not any(
+            e["kind"] == "barge_in" and float(e["t"]) >= sp.onset for e in tl["events"])
     return rec
 
 
@@ -231,7 +234,7 @@ def summarize_dialogues(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
                           # a reply that had not begun, or had ended, when the user cut in yields in 0 s
                           "talking_at_onset": _count(rs, "talking_at_onset")})
             if kind == "backchannel":
-                m.update({"talked_through": _count(rs, "talked_through"),
+                m.update({"talked_through": _count(rs, "talked_through"), "reply_kept": _count(rs, "reply_kept"),
                           "talking_at_onset": _count(rs, "talking_at_onset")})
             out[f"{v} / {kind}"] = m
     return out
@@ -245,7 +248,7 @@ def write_summary_md(path: Path, summary: dict[str, dict[str, Any]], runs: list[
                      extra: dict[str, Any]) -> None:
     cols = ["dialogues", "failed", "correct", "onset_s_median", "answer_s_median", "yielded_within_0.5s",
             "yield_s_median", "yield_s_max", "never_yielded", "yielded_and_answered", "talked_through",
-            "talking_at_onset", "deadline_misses"]
+            "reply_kept", "talking_at_onset", "deadline_misses"]
     lines = ["| mode / kind | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for key, m in summary.items():
         lines.append(f"| {key} | " + " | ".join(_cell(m.get(c)) for c in cols) + " |")

@@ -12,7 +12,8 @@ import pytest
 from fakes import FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTokenizer, WordTTS
 from tandem import timeline as tl
 from tandem.audio import FRAME_SAMPLES
-from tandem.backchannel import DROP, FRAME_S, MAX_BACKCHANNEL_FRAMES, MAX_TALKED_OVER_FRAMES, PAUSE, RESUME
+from tandem.backchannel import (DROP, FRAME_S, MAX_BACKCHANNEL_FRAMES, MAX_TALKED_OVER_FRAMES, MODEL_YIELD_FRAMES,
+                                PAUSE, RESUME)
 from tandem.bench_dialogues import Span, talk_through, yield_time
 from tandem.frontend import BARGE_IN_FRAMES
 from tandem.conversation import Conversation
@@ -294,9 +295,9 @@ def longest_silence_s(levels: np.ndarray) -> float:
 def test_the_mouth_talks_through_a_backchannel(burst):
     levels, mouth, cuts = talked_over(burst)
     assert levels[10: 10 + BARGE_IN_FRAMES - 1].all(), "it was talking when the user began"
-    assert longest_silence_s(levels) <= 0.5, "paused at most 0.5 s"
-    heard_at = next((i for i, w in enumerate(burst) if w), len(burst))  # the transcript shows a backchannel
-    assert not levels[10 + BARGE_IN_FRAMES - 1: 10 + heard_at].any(), "silent while it decides"
+    # a slow hum costs a longer pause, within its own length
+    assert longest_silence_s(levels) <= max(0.5, (len(burst) - BARGE_IN_FRAMES + 2) * FRAME_S)
+    assert not levels[10 + BARGE_IN_FRAMES - 1: 10 + len(burst)].any(), "silent while it decides"
     # the same segment went on where it paused: every word was played, none twice, none cut
     assert int(np.sum(levels > 0)) * FRAME_S == pytest.approx(len(REPLY.split()) * WordTTS.WORD_S, abs=FRAME_S)
     assert cuts == []
@@ -394,7 +395,7 @@ def test_the_models_own_yield_drops_a_burst_longer_than_a_backchannel_before_its
     """A checkpoint trained with interruptions says END while the user talks over it: past a
     backchannel's length the reply is dropped then, not only when the transcript or the length
     decides. Silence alone changes nothing."""
-    late = MAX_BACKCHANNEL_FRAMES + 1
+    late = MODEL_YIELD_FRAMES + 1
     assert model_says_end_while_talked_over(late, late + 1) == ["talked over", "model"]
     assert model_says_end_while_talked_over(-1, late + 1) == ["talked over"], "paused, waiting for its words"
 
@@ -403,5 +404,6 @@ def test_the_models_yield_is_not_taken_over_a_short_burst_nor_over_a_heard_backc
     """The model hears voice activity, not words: at 0.3-0.56 s of speech its END dropped an "Okay"
     and an "Oh, wow" the transcript would have shown as backchannels (docs/BENCHMARKS.md)."""
     assert model_says_end_while_talked_over(3, 5) == ["talked over"]
-    assert model_says_end_while_talked_over(MAX_BACKCHANNEL_FRAMES + 1, MAX_BACKCHANNEL_FRAMES + 3,
-                                            heard="Mm-hmm") == ["talked over", "backchannel"]
+    assert model_says_end_while_talked_over(MAX_BACKCHANNEL_FRAMES + 1, MAX_BACKCHANNEL_FRAMES + 3) == ["talked over"]
+    assert model_says_end_while_talked_over(MODEL_YIELD_FRAMES + 1, MODEL_YIELD_FRAMES + 3,
+                                            heard="Mm-hmm") == ["talked over"]

@@ -111,6 +111,17 @@ def test_score_dialogue_reads_the_last_turn():
     assert not early["correct"] and early["answer_s"] is None
 
 
+def test_a_backchannel_keeps_the_reply_unless_a_barge_in_after_its_onset_dropped_it():
+    d = bd.Dialogue("b1", "backchannel", [bd.Turn("tell me about the moon", []), bd.Turn("Mm-hmm.", [], 2.5)])
+    spans = [bd.Span(0.5, 2.0), bd.Span(4.5, 5.5)]
+    out = reply((3.0, 4.7), (5.6, 9.0), total=12.0)  # a 0.9 s pause: not talked through, but it went on
+    words = [[], []]
+    kept = bd.score_dialogue(d, spans, out, words, timeline(150, [("barge_in", {"t": 1.0, "reason": "long"})]))
+    assert kept["reply_kept"] and not kept["talked_through"], "a barge-in before the backchannel is not its"
+    dropped = bd.score_dialogue(d, spans, out, words, timeline(150, [("barge_in", {"t": 4.9, "reason": "long"})]))
+    assert not dropped["reply_kept"]
+
+
 def test_load_dialogues(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text(json.dumps({"id": "a", "kind": "followup", "turns": [{"say": "x", "answers": ["y"]}]}) + "\n\n")

@@ -79,3 +79,87 @@ def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace()
     assert len(tts.synthesize("capital")) < 0.9 * own_pace
     sentence = "The capital of Australia is Canberra."
     assert len(tts.synthesize(sentence)) == len(tts._tts(sentence, seed=0))
+
+
+class CountingTTS:
+    """A repeatable engine (the same text, the same audio) that counts what it was asked to say."""
+
+    sample_rate = SR
+    repeatable = True
+
+    def __init__(self, delay_s: float = 0.0):
+        self.said: list[str] = []
+        self.delay_s = delay_s
+
+    def synthesize(self, text: str) -> np.ndarray:
+        time.sleep(self.delay_s)
+        self.said.append(text)
+        return np.full(SR // 4, 0.1 + 0.01 * len(text), np.float32)
+
+
+def wait_idle(v: Voicer) -> None:
+    deadline = time.time() + 5
+    while (v.synthesizing or v._warm) and time.time() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.02)
+
+
+def test_a_short_segment_voiced_before_plays_in_the_frame_it_is_asked_for():
+    from tandem.tts import FIRST_WORDS
+
+    tts = CountingTTS()
+    v = Voicer(tts)
+    try:
+        wait_idle(v)
+        assert sorted(tts.said) == sorted(FIRST_WORDS), "the common first words are voiced while idle"
+        v.say("The")
+        audio, started = v.pull()
+        assert started == ["The"] and audio.any(), "no frame waits for a synthesis"
+        v.say("capital")
+        audio, started = v.pull()
+        assert started == [], "a word never voiced waits for its synthesis"
+        wait_idle(v)
+        v.pull(SR)
+        v.say("capital")
+        assert v.pull()[1] == ["capital"] and tts.said.count("capital") == 1
+        assert v.cached == 2
+        # a second Voicer of the same engine (the next session) shares what the first voiced
+        w = Voicer(tts)
+        try:
+            w.say("capital")
+            assert w.pull()[1] == ["capital"] and tts.said.count("capital") == 1
+        finally:
+            w.close()
+    finally:
+        v.close()
+
+
+def test_a_cached_segment_keeps_its_place_behind_one_being_synthesized():
+    tts = CountingTTS(delay_s=0.05)
+    v = Voicer(tts)
+    try:
+        wait_idle(v)
+        v.say("of Australia is")
+        v.say("The")  # cached, but said after a segment still being synthesized
+        heard = []
+        deadline = time.time() + 5
+        while len(heard) < 2 and time.time() < deadline:
+            heard += v.pull()[1]
+            time.sleep(0.01)
+        assert heard == ["of Australia is", "The"]
+    finally:
+        v.close()
+
+
+def test_an_engine_that_is_not_repeatable_is_never_cached():
+    tts = CountingTTS()
+    tts.repeatable = False
+    v = Voicer(tts)
+    try:
+        for _ in range(2):
+            v.say("The")
+            wait_idle(v)
+            assert v.pull(SR)[1] == ["The"]
+        assert tts.said == ["The", "The"] and v.cached == 0
+    finally:
+        v.close()

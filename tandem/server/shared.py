@@ -101,6 +101,7 @@ class SerializedTTS:
     def __init__(self, tts: TTS) -> None:
         self.tts = tts
         self.sample_rate = tts.sample_rate
+        self.repeatable = bool(getattr(tts, "repeatable", False))
         self._lock = threading.Lock()
 
     def synthesize(self, text: str) -> np.ndarray:

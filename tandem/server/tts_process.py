@@ -59,6 +59,7 @@ class ProcessTTS(ProcessPart):
     session's voice thread shares; the supervisor then starts it again (`restart`)."""
 
     name = "voice"
+    repeatable = True  # hibari, seeded: the Voicer may cache short segments (tandem/tts.py)
 
     def __init__(self, voice: str = "heart", threads: int = 1, start_timeout_s: float = 120.0,
                  timeout_s: float = 5.0) -> None:
