@@ -6,6 +6,7 @@ A `Voicer` owns one synthesis thread; the frame loop only enqueues text and pull
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -175,7 +176,8 @@ class Voicer:
     def __init__(self, tts: TTS, on_ready: Callable[[str, float], None] | None = None) -> None:
         self.tts = tts
         # only an engine that gives the same audio for the same text (`repeatable`) is cached
-        repeatable = bool(getattr(tts, "repeatable", False))
+        # (TANDEM_PHRASE_CACHE=0 turns it off, to measure what it buys side by side)
+        repeatable = bool(getattr(tts, "repeatable", False)) and os.environ.get("TANDEM_PHRASE_CACHE", "1") != "0"
         self.cache: PhraseCache | None = phrase_cache(tts) if repeatable else None
         self.cached = 0  # segments played from the cache, in the frame they were asked for
         self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=self.MAX_WAITING + 1)  # + close
