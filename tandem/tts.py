@@ -204,22 +204,21 @@ class Voicer:
         if text:
             audio = self._cached(text)
             with self._lock:
-                now = audio is not None and self._pending == 0  # nothing before it: it plays in this frame
-                if now:
+                if audio is not None and self._pending == 0:  # nothing before it: it plays in this frame
                     self._ready.append(_Segment(text, audio))
                     self.cached += 1
-            if now:
-                if self.on_ready is not None:
-                    self.on_ready(text, 0.0)
-                return
-            with self._lock:
-                if self._todo.qsize() >= self.MAX_WAITING:
+                    gen = None
+                elif self._todo.qsize() >= self.MAX_WAITING:
                     self.dropped += 1
                     log.warning("the voice is %d segments behind: %r is not voiced", self.MAX_WAITING, text[:40])
                     return
-                self._pending += 1
-                gen = self._generation
-            self._todo.put((gen, text))
+                else:
+                    self._pending += 1
+                    gen = self._generation
+            if gen is not None:
+                self._todo.put((gen, text))
+            elif self.on_ready is not None:
+                self.on_ready(text, 0.0)
 
     def pause(self) -> None:
         """Fall silent at once and keep the place: `pull` returns zeros until `resume` (the voice goes
@@ -309,6 +308,15 @@ class Voicer:
     def _cached(self, text: str) -> np.ndarray | None:
         return self.cache.get(text) if self.cache is not None and self.cache.holds(text) else None
 
+    def _audio_for(self, text: str) -> np.ndarray:
+        """The segment's audio: from the cache, else synthesized (and cached, for a repeatable engine)."""
+        audio = self._cached(text)
+        if audio is None:
+            audio = self._synthesize(text)
+            if self.cache is not None:
+                self.cache.put(text, audio)
+        return audio
+
     def _synthesize(self, text: str) -> np.ndarray:
         try:
             audio = self.tts.synthesize(text)
@@ -329,9 +337,7 @@ class Voicer:
     def _work(self) -> None:
         while True:
             if self._warm and self._todo.empty() and not self._closed:
-                text = self._warm.popleft()
-                if self._cached(text) is None:
-                    self.cache.put(text, self._synthesize(text))
+                self._audio_for(self._warm.popleft())
                 continue
             item = self._todo.get()
             if item is None:
@@ -341,11 +347,7 @@ class Voicer:
                 if gen != self._generation:  # cleared (barge-in) or closed before its turn came: skip it
                     continue
             t0 = time.perf_counter()
-            audio = self._cached(text)
-            if audio is None:
-                audio = self._synthesize(text)
-                if self.cache is not None:
-                    self.cache.put(text, audio)
+            audio = self._audio_for(text)
             ms = (time.perf_counter() - t0) * 1e3
             with self._lock:
                 if gen == self._generation:
