@@ -3,6 +3,7 @@ each oracle prompt form? No audio, no front-end: the prompt forms are compared o
 first answer being what the cascade prompt gets from it (as a session's history would hold).
 
     python scripts/followup_prompt_probe.py --dialogues ../shared/data/dialogues-dev.jsonl \
+        --dialogues examples/dialogues-followup.jsonl \
         --questions ../shared/data/questions-dev.jsonl --stride 3 [--llm-url URL --llm-model NAME]
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tandem.bench import load_questions
 from tandem.bench_dialogues import load_dialogues
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
+from tandem.followup import current_question
 from tandem.llm.prompt import answer_messages, oracle_messages
 from tandem.scoring import normalize
 
@@ -32,10 +34,17 @@ def cascade_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
         {"role": "user" if r == "user" else "assistant", "content": t} for r, t in turns if t.strip()]
 
 
+def resolved_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """The shared prompt with a follow-up fragment asked as the question it stands for (tandem/followup.py)."""
+    users = [t for r, t in turns if r == "user"]
+    return answer_messages(turns, asked=current_question(users[:-1], users[-1]) or "")
+
+
 FORMS = {
     "oracle (lines)": lambda turns: oracle_messages(turns),
     "oracle (chat)": lambda turns: oracle_messages(turns, chat=True),
-    "shared (auto, both modes)": lambda turns: answer_messages(turns),
+    "shared (chat, both modes)": lambda turns: answer_messages(turns),
+    "shared, follow-ups resolved (both modes)": resolved_messages,
     "former cascade": cascade_messages,
 }
 
@@ -73,14 +82,14 @@ async def probe(client: ChatClient, dialogues, questions) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dialogues", type=Path, required=True)
+    ap.add_argument("--dialogues", type=Path, required=True, action="append", help="may be given more than once")
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--stride", type=int, default=3)
     ap.add_argument("--llm-url")
     ap.add_argument("--llm-model", default="default")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    dialogues = load_dialogues(args.dialogues)
+    dialogues = [d for path in args.dialogues for d in load_dialogues(path)]
     questions = load_questions(args.questions, None, args.stride)
 
     async def go(url: str, model: str) -> dict:

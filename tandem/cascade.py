@@ -76,12 +76,12 @@ class CascadeResponder:
 
     def on_partial(self, text: str) -> None:
         self.conv.on_partial(text)
-        self.provider.observe(self.conv.current_user_text(), False, self._note)
+        self.provider.observe(self.conv.asking(), False, self._note)
         self._heard = text
 
     def on_final(self, text: str) -> None:
         self.conv.on_final(text)
-        self.provider.observe(self.conv.current_user_text(), True, self._note)
+        self.provider.observe(self.conv.asking(), True, self._note)
         if not text.strip():
             return
         self._heard = text
@@ -101,7 +101,7 @@ class CascadeResponder:
         self._ids += 1
         self.stats["starts"] += 1
         request = OracleRequest(turns=tuple(self.conv.turns), question=self.conv.current_user_text(),
-                                max_tokens=self.max_tokens, stream=self._ids)
+                                asked=self.conv.standalone_question(), max_tokens=self.max_tokens, stream=self._ids)
         self.timeline.add(tl.LLM_START, stream=self._ids, provider=self.provider.name, **self.provider.describe(request))
         self._task = asyncio.get_running_loop().create_task(self._answer(self._ids, request))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .followup import current_question
 from .listener.worker import word_count
 
 
@@ -107,6 +108,23 @@ class Conversation:
         if self.partial.strip() or self._turn_at is not None:
             return self.partial.strip()
         return next((t for role, t in reversed(self.turns) if role == "user"), "")
+
+    def earlier_user_turns(self) -> list[str]:
+        """What the user said before their current turn (`current_user_text`), one entry a turn."""
+        users = [t for role, t in self.turns if role == "user"]
+        current_in_turns = (self.turns and self.turns[-1][0] == "user") or not (
+            self.partial.strip() or self._turn_at is not None)
+        return users[:-1] if current_in_turns and users else users
+
+    def standalone_question(self) -> str:
+        """The user's current turn as a question that stands on its own: a follow-up fragment ("And in
+        Mexico?") rewritten from the question before it (tandem/followup.py); '' when it needs no
+        rewriting."""
+        return current_question(self.earlier_user_turns(), self.current_user_text()) or ""
+
+    def asking(self) -> str:
+        """What the user asks now, in words that need no earlier turn (`standalone_question`, else the turn)."""
+        return self.standalone_question() or self.current_user_text()
 
     def current_user_words(self) -> int:
         return word_count(self.current_user_text())

@@ -16,11 +16,9 @@ import re
 from typing import Callable
 
 from .copying import NUMBER_WORDS
+from .followup import without_lead_in
 
-_LEAD_INS = re.compile(
-    r"^(?:(?:um+|uh+|er+|so|okay|ok|well|hey|hi|alright|quick question|i was wondering|tell me|"
-    r"and|also|oh|hmm+)[\s,]+)+", re.IGNORECASE)
-_POLITE = re.compile(r"^(?:(?:can|could) you tell me|do you know|please tell me|any idea)\s+", re.IGNORECASE)
+_POLITE = re.compile(r"^(?:(?:can|could) you tell me|do you know|(?:please )?tell me|any idea)[\s,]+", re.IGNORECASE)
 _PAST = {"wrote": "written", "painted": "painted", "invented": "invented", "discovered": "discovered",
          "composed": "composed", "directed": "directed", "founded": "founded", "designed": "designed",
          "built": "built", "created": "created", "sculpted": "sculpted", "developed": "developed",
@@ -58,8 +56,8 @@ def _join(np_text: str | None, verb: str) -> str | None:
 
 def _clean(question: str) -> str:
     q = question.strip().rstrip("?.! ").strip()
-    q = _LEAD_INS.sub("", q)
-    q = _POLITE.sub("", q)
+    q = without_lead_in(q)
+    q = without_lead_in(_POLITE.sub("", q))
     q = re.sub(r"\b(what|who|where|how)(?:'s)\b", r"\1 is", q, flags=re.IGNORECASE)
     q = re.sub(r"[,;]", " ", q)
     return " ".join(q.split())

@@ -118,14 +118,14 @@ class OracleScheduler:
     def on_partial(self, text: str) -> None:
         self._note_turn(text)
         self.conv.on_partial(text)
-        self.provider.observe(self.conv.current_user_text(), False, self._note)
+        self.provider.observe(self.conv.asking(), False, self._note)
         if self.config.check_on_partial:
             self.check()
 
     def on_final(self, text: str) -> None:
         self._note_turn(text)  # a turn heard only as its final
         self.conv.on_final(text)
-        self.provider.observe(self.conv.current_user_text(), True, self._note)
+        self.provider.observe(self.conv.asking(), True, self._note)
         if text.strip():
             self._final_pending = True
             self.check()
@@ -161,7 +161,9 @@ class OracleScheduler:
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised):
             return
-        if not self._final_pending and turn_words < self.config.min_turn_words:
+        # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?")
+        asked_words = len(_normalized(self.conv.standalone_question()).split())
+        if not self._final_pending and max(turn_words, asked_words) < self.config.min_turn_words:
             return
         if self.talking() and is_backchannel(self.conv.current_user_text()):
             if self._final_pending:
@@ -197,11 +199,12 @@ class OracleScheduler:
                 self._cancel(sid, "superseded")
         st = _Stream(next(self._ids), started_t=self.timeline.clock())
         question = self.conv.current_user_text()
+        asked = self.conv.standalone_question()
         # tandem mode often speaks before the final exists. (A reply begun in a pause, with the user
         # going on, is not one: the voice yields to the user, and the next reply opens afresh.)
         replying = self.conv.reply_under_way() and not self.conv.hearing
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
-                                question=question, max_tokens=cfg.max_tokens, stream=st.sid)
+                                question=question, asked=asked, max_tokens=cfg.max_tokens, stream=st.sid)
         self._live[st.sid] = st
         self._last = st
         self.stats["starts"] += 1
@@ -209,12 +212,12 @@ class OracleScheduler:
         # once the reply has begun, a fresh opening would have the front-end say its first words again;
         # the reply goes on from the opening it began with, so a stream that agrees continues it
         if not replying:
-            self._opening = restate(question) if cfg.restate else None
-        elif self._opening and not still_fits(self._opening, question):
+            self._opening = restate(request.standalone) if cfg.restate else None
+        elif self._opening and not still_fits(self._opening, request.standalone):
             self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
         if opening:
-            st.splicer = Splicer(opening, question)
+            st.splicer = Splicer(opening, request.standalone)
             self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}))
             # whole words, so it goes on with a space: the session feeds a word only once whitespace
             # follows it, and the opening's last word ("is") would otherwise wait for the LLM's first

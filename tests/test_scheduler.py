@@ -345,7 +345,9 @@ async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_
     first, second = await question_and_follow_up(prompt_form="auto")
     assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-    assert second[-1]["content"] == "and of australia"
+    # the fragment is asked as the question it stands for, after the history (tandem/followup.py)
+    assert second[-1]["content"] == "what is the capital of australia?"
+    assert second[1]["content"] == "what is the capital of canada" and second[2]["content"] == "Ottawa."
 
 
 async def test_a_partial_of_fewer_words_than_the_minimum_starts_nothing_but_a_final_does():
@@ -422,18 +424,30 @@ async def test_an_opening_its_reply_replaced_is_not_brought_back_by_a_later_stre
 
 
 async def test_the_last_turns_opening_is_never_sent_for_a_follow_up():
-    """A short follow-up starts no stream from its partial; the front-end begins its reply before the
-    final, whose stream must not re-send the last turn's "The capital of France is"."""
+    """A follow-up fragment is restated as the question it stands for ("And Germany?": "The capital of
+    Germany is"), from its partial on; the last turn's "The capital of France is" is never sent again."""
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Berlin", "."])) as srv:
         sched, timeline, emitted = make(srv, restate=True, min_turn_words=3)
         sched.on_final("What is the capital of France?")
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         sched.conv.on_assistant("The capital of France is Paris.")
         sched.on_partial("and Germany")
-        sched.conv.on_assistant("Berlin")
+        assert sched.stats["starts"] == 2, "two words, but they stand for a whole question"
+        sched.conv.on_assistant("The capital")
         sched.on_final("And Germany?")
-        assert sched.stats["starts"] == 2
-        assert len(timeline.of_kind(tl.RESTATE)) == 1
+        assert sched.stats["kept"] == 1, "the final says what the partial said: its stream goes on"
+        assert [r["text"] for r in timeline.of_kind(tl.RESTATE)] == ["The capital of France is", "The capital of Germany is"]
+        await sched.aclose()
+
+
+async def test_a_short_follow_up_that_stands_for_nothing_waits_for_its_final():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Yes", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True, min_turn_words=3)
+        sched.on_final("What is the capital of France?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant("The capital of France is Paris.")
+        sched.on_partial("really sure")
+        assert sched.stats["starts"] == 1
         await sched.aclose()
 
 

@@ -47,9 +47,11 @@ KNOWLEDGE_INSTRUCTION = (
 
 
 def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
-                 keep: int = HISTORY_TURNS) -> list[tuple[str, str]]:
+                 keep: int = HISTORY_TURNS, asked: str = "") -> list[tuple[str, str]]:
     """The last `keep` turns of the dialogue with the live partial as the user's, consecutive lines of
-    one speaker merged into one turn, starting with a user turn."""
+    one speaker merged into one turn, starting with a user turn. `asked`, when given, is the user's
+    last turn as a question that stands alone (a follow-up fragment resolved, tandem/followup.py): the
+    LLM is asked it instead of the fragment, with the history still before it."""
     merged: list[tuple[str, str]] = []
     for role, text in list(turns) + ([("user", partial)] if partial.strip() else []):
         if not text.strip():
@@ -59,14 +61,16 @@ def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
             merged[-1] = (role, merged[-1][1] + " " + text.strip())
         else:
             merged.append((role, text.strip()))
+    if asked.strip() and merged and merged[-1][0] == "user":
+        merged[-1] = ("user", asked.strip())
     kept = merged[-keep:] if keep > 0 else merged
     while len(kept) > 1 and kept[0][0] != "user":
         kept = kept[1:]
     return kept
 
 
-def dialogue_text(turns: Sequence[tuple[str, str]], partial: str = "") -> str:
-    return "\n".join(f"{role}: {text}" for role, text in recent_turns(turns, partial))
+def dialogue_text(turns: Sequence[tuple[str, str]], partial: str = "", asked: str = "") -> str:
+    return "\n".join(f"{role}: {text}" for role, text in recent_turns(turns, partial, asked=asked))
 
 
 def with_context(system: str, context: Sequence[str]) -> str:
@@ -83,15 +87,15 @@ def chat_form(form: str, turns: Sequence[tuple[str, str]]) -> bool:
 
 
 def answer_messages(turns: Sequence[tuple[str, str]], partial: str = "", context: Sequence[str] = (),
-                    form: str = DEFAULT_FORM) -> list[dict[str, str]]:
+                    form: str = DEFAULT_FORM, asked: str = "") -> list[dict[str, str]]:
     """The messages for the dialogue so far plus the live partial (empty once the turn is final).
     With passages, "auto" takes the chat form: with SmolLM2 on the knowledge dev set (25 questions,
     one passage each, text only) chat was right on 21, the lines on 18."""
     if not (chat_form(form, turns) or (form == "auto" and context)):
         return [{"role": "system", "content": with_context(ORACLE_SYSTEM, context)},
-                {"role": "user", "content": dialogue_text(turns, partial)}]
+                {"role": "user", "content": dialogue_text(turns, partial, asked)}]
     return [{"role": "system", "content": with_context(ORACLE_CHAT_SYSTEM, context)}] + \
-        [{"role": role, "content": text} for role, text in recent_turns(turns, partial)]
+        [{"role": role, "content": text} for role, text in recent_turns(turns, partial, asked=asked)]
 
 
 def oracle_messages(turns: Sequence[tuple[str, str]], partial: str = "", chat: bool = False,

@@ -21,9 +21,15 @@ class OracleRequest:
     turns: tuple[tuple[str, str], ...]  # the dialogue so far: ("user" | "assistant", text), as heard and as spoken
     partial: str = ""  # the user's live partial transcript ("" once the turn is final)
     question: str = ""  # the user's current turn: its finals and the partial
+    asked: str = ""  # the same as a question that stands alone, where it is a follow-up fragment (followup.py)
     context: tuple[str, ...] = ()  # passages the answer is to come from (set by a retrieval provider)
     max_tokens: int = 60
     stream: int = 0  # the scheduler's stream id, for timeline events
+
+    @property
+    def standalone(self) -> str:
+        """What the user asks, in words that need no earlier turn: what to search and restate with."""
+        return self.asked or self.question
 
 
 def note_nothing(kind: str, **data: Any) -> None:

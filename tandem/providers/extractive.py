@@ -79,8 +79,8 @@ class ExtractiveProvider:
         return {}
 
     async def answer(self, request: OracleRequest, note: Note = note_nothing) -> AsyncIterator[str]:
-        hits = await self.retriever.hits(request.question, note)
-        found = best_sentence(request.question, [(h.passage.title, h.passage.body) for h in hits])
+        hits = await self.retriever.hits(request.standalone, note)
+        found = best_sentence(request.standalone, [(h.passage.title, h.passage.body) for h in hits])
         if found is None:
             return
         sentence, match = found

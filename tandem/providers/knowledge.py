@@ -26,7 +26,7 @@ class KnowledgeProvider:
         return self.inner.describe(request)
 
     async def answer(self, request: OracleRequest, note: Note = note_nothing) -> AsyncIterator[str]:
-        hits = await self.retriever.hits(request.question, note)
+        hits = await self.retriever.hits(request.standalone, note)
         # the passages' bodies only: their headings find them, but with SmolLM2 they cost answers
         # (chat form, knowledge dev set: 21 of 25 right with bodies, 16 with "title: body")
         context = tuple(h.passage.body for h in hits[: self.retriever.kb.passages])

@@ -17,7 +17,7 @@ class LLMProvider:
         self.form = form
 
     def messages(self, request: OracleRequest) -> list[dict[str, str]]:
-        return answer_messages(request.turns, request.partial, request.context, self.form)
+        return answer_messages(request.turns, request.partial, request.context, self.form, request.asked)
 
     def observe(self, text: str, final: bool, note: Note = note_nothing) -> None:
         pass

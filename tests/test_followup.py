@@ -1,0 +1,96 @@
+"""Follow-up fragments rewritten as the question they stand for (tandem/followup.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tandem.conversation import Conversation
+from tandem.followup import current_question, is_fragment, resolved_questions, standalone, without_lead_in
+from tandem.llm.prompt import answer_messages
+
+
+@pytest.mark.parametrize("follow_up, previous, expected", [
+    ("And the capital of Australia?", "What is the capital of Canada?", "What is the capital of Australia?"),
+    ("And Australia?", "What is the capital of Canada?", "What is the capital of Australia?"),
+    ("What about Germany?", "What is the capital of France?", "What is the capital of Germany?"),
+    ("And the United States?", "What is the capital of Canada?", "What is the capital of the United States?"),
+    ("And in Mexico?", "What language do people speak in Brazil?", "What language do people speak in Mexico?"),
+    ("How about in 2014?", "Who won the World Cup in 2018?", "Who won the World Cup in 2014?"),
+    ("And for dessert?", "What should I eat for dinner?", "What should I eat for dessert?"),
+    ("And how many in a leap year?", "How many days are there in a year?", "How many days are there in a leap year?"),
+    ("And how many oceans?", "How many continents are there?", "How many oceans are there?"),
+    ("And its freezing point?", "What is the boiling point of water in Celsius?",
+     "What is the freezing point of water in Celsius?"),
+    ("And its currency?", "What is the capital of Egypt?", "What is the currency of Egypt?"),
+    ("Right. And the second largest?", "What is the largest ocean on Earth?", "What is the second largest ocean on Earth?"),
+    ("And the smallest?", "What is the largest planet in the solar system?", "What is the smallest planet in the solar system?"),
+    ("And the second?", "What is the largest planet in the solar system?", "What is the second largest planet in the solar system?"),
+    ("And the second?", "Who was the first president of the United States?", "Who was the second president of the United States?"),
+    ("And the most famous one?", "Who is the richest person in the world?", "Who is the most famous person in the world?"),
+    ("And an ant?", "How many legs does a spider have?", "How many legs does an ant have?"),
+    ("And the Starry Night?", "Who painted the Mona Lisa?", "Who painted the Starry Night?"),
+    ("And the grass?", "What color is the sky on a clear day?", "What color is the grass on a clear day?"),
+])
+def test_a_fragment_becomes_the_question_it_stands_for(follow_up: str, previous: str, expected: str) -> None:
+    assert standalone(follow_up, previous) == expected
+
+
+@pytest.mark.parametrize("utterance", [
+    "Okay, and who painted Starry Night?",  # a question of its own
+    "When was that?",  # a pronoun: left to the LLM, which has the history
+    "What about you?",
+    "Thanks.",
+    "Mm-hmm.",
+    "And the",  # still being said
+    "and the capital of",
+    "And in",
+])
+def test_what_is_no_fragment_or_cannot_be_placed_is_left_alone(utterance: str) -> None:
+    assert standalone(utterance, "What is the capital of Canada?") is None
+
+
+def test_no_previous_question_no_rewrite() -> None:
+    assert standalone("And Australia?", None) is None
+    assert standalone("And Australia?", "I like trains.") is None
+
+
+def test_fragments_and_lead_ins() -> None:
+    assert is_fragment("And in Mexico?") and is_fragment("the second largest")
+    assert not is_fragment("And what color is grass?") and not is_fragment("Who painted it?")
+    assert not is_fragment("Where's the station?")
+    assert is_fragment("And in the United States?"), "a name ending in -ed is no verb"
+    assert without_lead_in("Excuse me, what is the tallest mountain?") == "what is the tallest mountain?"
+    assert without_lead_in("Sorry to cut in. How many hours are in a day?") == "How many hours are in a day?"
+    assert without_lead_in("Okay, and, um, who wrote it?") == "who wrote it?"
+
+
+def test_follow_ups_chain_and_skip_backchannels() -> None:
+    turns = ["What language do people speak in Brazil?", "And in Mexico?", "Mm-hmm.", "And in Peru?"]
+    assert resolved_questions(turns) == ["What language do people speak in Brazil?",
+                                         "What language do people speak in Mexico?", "Mm-hmm.",
+                                         "What language do people speak in Peru?"]
+    assert current_question(turns[:3], "And Chile?") == "What language do people speak in Chile?"
+
+
+def test_the_conversation_knows_the_standalone_question_as_partial_and_as_final() -> None:
+    conv = Conversation()
+    conv.on_final("What is the capital of Canada?")
+    conv.on_assistant("The capital of Canada is Ottawa.")
+    assert conv.standalone_question() == "", "a first question stands alone"
+    conv.on_partial("And of Australia")
+    assert conv.earlier_user_turns() == ["What is the capital of Canada?"]
+    assert conv.standalone_question() == "What is the capital of Australia?"
+    conv.on_assistant("The")  # the reply begins before the final (tandem mode)
+    conv.on_final("And of Australia?")
+    assert conv.asking() == "What is the capital of Australia?"
+    conv.on_assistant("capital of Australia is Canberra.")
+    assert conv.asking() == "What is the capital of Australia?", "the last turn, answered, is still the one asked"
+
+
+def test_the_prompt_asks_the_standalone_question_after_the_history() -> None:
+    turns = [("user", "What is the capital of Canada?"), ("assistant", "Ottawa."), ("user", "And of Australia?")]
+    chat = answer_messages(turns, asked="What is the capital of Australia?")
+    assert [m["content"] for m in chat[1:]] == ["What is the capital of Canada?", "Ottawa.",
+                                                "What is the capital of Australia?"]
+    lines = answer_messages(turns, form="lines", asked="What is the capital of Australia?")
+    assert lines[-1]["content"].endswith("user: What is the capital of Australia?")
+    assert answer_messages(turns)[-1]["content"] == "And of Australia?"
