@@ -3,7 +3,8 @@ each oracle prompt form? No audio, no front-end: the prompt forms are compared o
 first answer being what the cascade prompt gets from it (as a session's history would hold).
 
     python scripts/followup_prompt_probe.py --dialogues ../shared/data/dialogues-dev.jsonl \
-        --dialogues examples/dialogues-followup.jsonl \
+        --dialogues examples/dialogues-followup.jsonl --dialogues examples/dialogues-interrupt.jsonl \
+        --dialogues examples/dialogues-talkover.jsonl \
         --questions ../shared/data/questions-dev.jsonl --stride 3 [--llm-url URL --llm-model NAME]
 """
 from __future__ import annotations
@@ -35,7 +36,8 @@ def cascade_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
 
 
 def resolved_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
-    """The shared prompt with a follow-up fragment asked as the question it stands for (tandem/followup.py)."""
+    """The shared prompt with the last turn asked as it stands alone (tandem/followup.py): a follow-up
+    fragment resolved, or the turn without its lead-in."""
     users = [t for r, t in turns if r == "user"]
     return answer_messages(turns, asked=current_question(users[:-1], users[-1]) or "")
 
@@ -44,7 +46,7 @@ FORMS = {
     "oracle (lines)": lambda turns: oracle_messages(turns),
     "oracle (chat)": lambda turns: oracle_messages(turns, chat=True),
     "shared (chat, both modes)": lambda turns: answer_messages(turns),
-    "shared, follow-ups resolved (both modes)": resolved_messages,
+    "shared, asked as it stands alone (both modes)": resolved_messages,
     "former cascade": cascade_messages,
 }
 
@@ -71,6 +73,23 @@ async def probe(client: ChatClient, dialogues, questions) -> dict:
             ok = right(reply, d.turns[-1].answers)
             out["followups"][name] += ok
             out["rows"].append({"id": d.id, "form": name, "reply": reply, "right": ok})
+    # interruptions: the first reply cut after a few words (as a barge-in leaves it in the history),
+    # then the interrupting turn as heard and as it stands alone
+    cuts = (3, 5, 9)
+    out["interruptions"] = {f"cut after {n} words, {how}": 0 for n in cuts for how in ("as heard", "standalone")}
+    for d in dialogues:
+        if d.kind != "interrupt":
+            continue
+        first = d.turns[0].say
+        a1 = await ask(client, cascade_messages([("user", first)]))
+        for n in cuts:
+            turns = [("user", first), ("assistant", " ".join(a1.split()[:n])), ("user", d.turns[-1].say)]
+            for how, messages in (("as heard", answer_messages(turns)), ("standalone", resolved_messages(turns))):
+                reply = await ask(client, messages)
+                ok = right(reply, d.turns[-1].answers)
+                out["interruptions"][f"cut after {n} words, {how}"] += ok
+                out["rows"].append({"id": d.id, "form": f"cut {n}, {how}", "reply": reply, "right": ok})
+    out["n_interruptions"] = sum(d.kind == "interrupt" for d in dialogues)
     for q in questions:
         for name, form in FORMS.items():
             reply = await ask(client, form([("user", q.question)]))

@@ -94,3 +94,20 @@ def test_the_prompt_asks_the_standalone_question_after_the_history() -> None:
     lines = answer_messages(turns, form="lines", asked="What is the capital of Australia?")
     assert lines[-1]["content"].endswith("user: What is the capital of Australia?")
     assert answer_messages(turns)[-1]["content"] == "And of Australia?"
+
+
+def test_a_whole_question_is_asked_without_its_lead_in() -> None:
+    assert current_question(["Tell me about the ocean."], "Sorry to cut in how many hours are in a day?") \
+        == "How many hours are in a day?"
+    assert current_question([], "Hold on, stop. What is the capital of Egypt?") == "What is the capital of Egypt?"
+    assert current_question([], "What is the capital of Egypt?") is None, "nothing to take away"
+    assert current_question([], "Okay.") is None and current_question([], "Yeah, sure.") is None
+
+
+def test_the_request_carries_the_turn_as_heard_and_as_asked() -> None:
+    conv = Conversation()
+    conv.on_final("Tell me everything about the ocean.")
+    conv.on_assistant("The ocean is a vast")
+    conv.on_final("Sorry to cut in. How many hours are in a day?")
+    assert conv.current_user_text() == "Sorry to cut in. How many hours are in a day?"
+    assert conv.asking() == "How many hours are in a day?"
