@@ -82,6 +82,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tandem-no-knowledge": ("tandem", {"knowledge": False}),
     "cascade-no-knowledge": ("cascade", {"knowledge": False}),
     "tandem-no-extractive": ("tandem", {"extractive": False}),
+    # each turn asked as heard: no follow-up fragment resolved, no lead-in dropped (tandem/followup.py)
+    "tandem-as-heard": ("tandem", {"standalone": False}),
+    "cascade-as-heard": ("cascade", {"standalone": False}),
     # KAME's first start: a partial of 2 words already starts a stream (this project waits for 3)
     "tandem-kame-start": ("tandem", {"min_turn_words": 2}),
 }

@@ -12,6 +12,8 @@ from .listener.worker import word_count
 class Conversation:
     turns: list[tuple[str, str]] = field(default_factory=list)  # ("user" | "assistant", text)
     partial: str = ""
+    # ask the LLM each turn as it stands alone (`standalone_question`); False: as heard (a bench variant)
+    standalone: bool = True
     _turn_at: int | None = field(default=None, repr=False)  # where the user's turn began, while only partials
 
     def _append(self, role: str, text: str) -> None:
@@ -120,6 +122,8 @@ class Conversation:
         """The user's current turn as a question that stands on its own: a follow-up fragment ("And in
         Mexico?") rewritten from the question before it (tandem/followup.py); '' when it needs no
         rewriting."""
+        if not self.standalone:
+            return ""
         return current_question(self.earlier_user_turns(), self.current_user_text()) or ""
 
     def asking(self) -> str:

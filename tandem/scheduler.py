@@ -65,6 +65,8 @@ class SchedulerConfig:
     check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
     keep_on_same_final: bool = True
     restate: bool = True  # open each stream with the answer's opening restated from the question
+    # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
+    standalone: bool = True
     # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
     prompt_form: str = DEFAULT_FORM
 

@@ -115,7 +115,7 @@ class Session:
         if voicer is not None:
             voicer.on_ready = lambda text, ms: self.timeline.add(tl.TTS_AUDIO, text=text, synth_ms=round(ms, 1))
         self.front_end = front_end
-        self.conv = Conversation()
+        self.conv = Conversation(standalone=config.scheduler.standalone)
         self._oracle_events: deque[tuple[str, str]] = deque()
         self.oracle_events_dropped = 0
         self._oracle_words = WordBuffer()

@@ -111,3 +111,15 @@ def test_the_request_carries_the_turn_as_heard_and_as_asked() -> None:
     conv.on_final("Sorry to cut in. How many hours are in a day?")
     assert conv.current_user_text() == "Sorry to cut in. How many hours are in a day?"
     assert conv.asking() == "How many hours are in a day?"
+
+
+def test_the_as_heard_variant_asks_every_turn_as_it_was_said() -> None:
+    from tandem.bench import session_config
+
+    conv = Conversation(standalone=False)
+    conv.on_final("What is the capital of Canada?")
+    conv.on_assistant("Ottawa.")
+    conv.on_final("And of Australia?")
+    assert conv.standalone_question() == "" and conv.asking() == "And of Australia?"
+    assert session_config("cascade-as-heard").scheduler.standalone is False
+    assert session_config("tandem").scheduler.standalone is True
