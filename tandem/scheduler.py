@@ -63,6 +63,9 @@ class SchedulerConfig:
     restart_on_revision: bool = True
     min_words_for_revision: int = 3
     check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
+    # start when the turn reads as a whole question: its partial ends a sentence ("...of Australia.") or
+    # it resolves to one ("and the capital of Australia"), whatever the count of new words
+    start_on_complete: bool = True
     keep_on_same_final: bool = True
     restate: bool = True  # open each stream with the answer's opening restated from the question
     # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
@@ -103,6 +106,7 @@ class OracleScheduler:
         self._starts: deque[float] = deque()
         self._words_at_start = 0
         self._text_at_start = ""
+        self._asked_at_start = ""
         self._final_pending = False
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
@@ -161,7 +165,7 @@ class OracleScheduler:
         turn_words = len(_normalized(self.conv.current_user_text()).split())
         revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
-        if not (self._final_pending or grew or revised):
+        if not (self._final_pending or grew or revised or self._completes_question(text)):
             return
         # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?")
         asked_words = len(_normalized(self.conv.standalone_question()).split())
@@ -192,7 +196,22 @@ class OracleScheduler:
         self._final_pending = False
         self._words_at_start = words
         self._text_at_start = text
+        self._asked_at_start = self.conv.standalone_question()
         self._launch()
+
+    def _completes_question(self, text: str) -> bool:
+        """The turn now reads as a whole question that no stream was started on. KAME counts new words
+        (two at least), but the word that completes a question is often one: "...the capital of Aust."
+        becomes "...the capital of Australia." and waited for the final (0.4-0.8 s later); Whisper's
+        closing punctuation, or a follow-up fragment that now stands for a whole question, says the
+        question is complete."""
+        if not self.config.start_on_complete or text == self._text_at_start:
+            return False
+        turn = self.conv.current_user_text().rstrip()
+        if re.search(r"[?!]$|[^.]\.$", turn):
+            return True
+        asked = self.conv.standalone_question()
+        return bool(asked) and asked != self._asked_at_start
 
     def _launch(self) -> None:
         cfg = self.config

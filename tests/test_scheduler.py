@@ -42,6 +42,47 @@ async def test_starts_on_two_new_words_not_on_one():
         await sched.aclose()
 
 
+async def test_one_word_that_completes_a_question_starts_a_stream():
+    """KAME waits for two new words; the word that completes a question is often one, and Whisper's
+    closing punctuation says it is complete. The final with the same words then keeps that stream."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the capital of")
+        assert sched.stats["starts"] == 1
+        sched.on_partial("what is the capital of Aust...")
+        assert sched.stats["starts"] == 1, "an ellipsis: still being said"
+        sched.on_partial("what is the capital of Australia?")
+        assert sched.stats["starts"] == 2
+        sched.on_partial("what is the capital of Australia?")
+        assert sched.stats["starts"] == 2, "the same words again start nothing"
+        sched.on_final("What is the capital of Australia?")
+        assert sched.stats["starts"] == 2 and sched.stats["kept"] == 1
+        await sched.aclose()
+
+
+async def test_a_follow_up_that_now_stands_for_a_whole_question_starts_a_stream():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Ottawa", "."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("What is the capital of Canada?")
+        await until(lambda: not sched.in_flight)
+        sched.conv.on_assistant("The capital of Canada is Ottawa.")
+        sched.on_partial("and the capital of")
+        starts = sched.stats["starts"]
+        sched.on_partial("and the capital of Australia")
+        assert sched.stats["starts"] == starts + 1, "one new word, but now a whole question"
+        assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "What is the capital of Australia?"
+        await sched.aclose()
+
+
+async def test_without_the_complete_question_rule_one_word_waits():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, start_on_complete=False)
+        sched.on_partial("what is the capital of")
+        sched.on_partial("what is the capital of Australia?")
+        assert sched.stats["starts"] == 1
+        await sched.aclose()
+
+
 async def test_final_starts_a_stream_even_without_new_words():
     with FakeOpenAIServer() as srv:
         sched, timeline, _ = make(srv, keep_on_same_final=False)
