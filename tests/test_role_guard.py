@@ -26,6 +26,13 @@ def guarded(pieces: list[str]) -> tuple[str, bool]:
     (["User", " wants to know"], "", True),
     (["The", " capital", " is Paris."], "The capital is Paris.", False),  # "The" waits one piece only
     (["The", " users", " of it"], "The users of it", False),
+    # spelled-out letters are no reply: what SmolLM2 made of a hummed "Mm-hmm" heard as "M-H-M-M-"
+    (["M", "-H", "-M", "-M", "-I", "-T", "-A", "-N"], "", True),
+    (["It is M", "-H", "-M", "-M", "-I"], "It is", True),
+    (["M H M M I T"], "", True),
+    (["The symbol for silver is A", "-G", "."], "The symbol for silver is A-G.", False),  # a short one is a word
+    (["The U", ".S", ". dollar", "."], "The U.S. dollar.", False),
+    (["Am", " I", " a", " robot", "?"], "Am I a robot?", False),  # lone letters wait one piece only
 ])
 def test_guard(pieces, said, stopped):
     out, was_stopped = guarded(pieces)

@@ -8,6 +8,10 @@ the start of a marker ("The us") is held back until the next piece shows what it
 
 A reply that opens by talking about the dialogue ("The user asked what is the name of...") is an
 echo of the prompt, not an answer: it is stopped before any of it passes.
+
+A run of spelled-out letters ("M-H-M-M-I-T-A-N-O...", what SmolLM2 made of a hummed "Mm-hmm" heard as
+"M-H-M-M-") is no answer either: the reply ends where such a run of SPELLED_LETTERS or more begins, and
+a tail that could begin one ("M-H-", or a lone "M") is held back until the next piece shows what it is.
 """
 from __future__ import annotations
 
@@ -17,6 +21,9 @@ ROLES = ("user", "assistant")
 _MARKER = re.compile(r"(?<![A-Za-z])(?:user|assistant)\s*:", re.IGNORECASE)
 _LEADING_ASSISTANT = re.compile(r"^\s*assistant\s*:\s*", re.IGNORECASE)
 ECHO_OPENINGS = ("the user ", "the user's ", "the assistant ", "user ", "the question ")
+SPELLED_LETTERS = 4  # "U.S." and "A-G" are words; four letters or more spelled out one by one are not
+_SPELLED = re.compile(rf"(?<![A-Za-z0-9'])(?:[A-Za-z][-. ]\s*){{{SPELLED_LETTERS - 1},}}[A-Za-z](?![A-Za-z])")
+_SPELLING_TAIL = re.compile(r"(?<![A-Za-z0-9'])(?:[A-Za-z][-. ]\s*)*[A-Za-z][-. ]?$")
 
 
 def _held_tail(text: str) -> int:
@@ -33,6 +40,7 @@ def _held_tail(text: str) -> int:
 class RoleEchoGuard:
     def __init__(self) -> None:
         self._pending = ""
+        self._said = ""  # the end of what was passed on
         self._started = False  # some reply text has been passed on
         self.stopped = False
 
@@ -57,7 +65,18 @@ class RoleEchoGuard:
             self.stopped = True
             out, self._pending = self._pending[:m.start()], ""
             return self._emit(out.rstrip())
+        # spelled letters are looked for across what was passed on last, since a run begins in one piece
+        said = len(self._said)
+        seen = self._said + self._pending
+        m = _SPELLED.search(seen)
+        if m:
+            self.stopped = True
+            out, self._pending = self._pending[:max(0, m.start() - said)], ""
+            return self._emit(out.rstrip())
         cut = _held_tail(self._pending)
+        spelling = _SPELLING_TAIL.search(seen)
+        if spelling:
+            cut = min(cut, max(0, spelling.start() - said))
         out, self._pending = self._pending[:cut], self._pending[cut:]
         return self._emit(out)
 
@@ -71,4 +90,5 @@ class RoleEchoGuard:
             if not text.strip():
                 return ""
             self._started = True
+        self._said = (self._said + text)[-16:]
         return text
