@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeline", type=Path, default=None, help="timeline JSON (docs/TIMELINE.md)")
     r.add_argument("--plot", type=Path, default=None, help="timeline plot (PNG)")
     r.add_argument("--pace", choices=["realtime", "fast"], default="realtime")
+    r.add_argument("--finish-reply", type=float, default=15.0, metavar="SECONDS",
+                   help="go on past the input's end until the assistant has finished its reply, for at most "
+                        "this long (the output is then longer than the input); 0 cuts it at the input's end")
     r.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     r.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
     r.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
@@ -405,7 +408,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with Stack(stack_config(args, need_llm=args.mode != "frontend")) as stack:
         result = run_session(stack, audio, cfg, front_end_name=args.front_end, oracle_policy=args.oracle_policy,
                              meta={"input": str(args.input)},
-                             front_end_kwargs=fe_kwargs or None)
+                             front_end_kwargs=fe_kwargs or None, finish_reply_s=max(0.0, args.finish_reply))
     write_outputs(result, args.out, args.timeline, args.plot)
     s = summarize(result.timeline.to_dict())
     print(f"heard:   {s['final_text']!r}")

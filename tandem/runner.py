@@ -28,7 +28,9 @@ class RunResult:
 
 def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_end_name: str = "compact",
                 oracle_policy: str = DEFAULT_POLICY, meta: dict | None = None,
-                front_end_kwargs: dict | None = None) -> RunResult:
+                front_end_kwargs: dict | None = None, finish_reply_s: float = 0.0) -> RunResult:
+    """One session over `audio`. With `finish_reply_s`, the session goes on past the input's end (for at
+    most that long) until the assistant has finished its reply, and the result is as long as that."""
     front_end = None
     if config.mode in ("tandem", "frontend"):
         front_end = fe_registry.build(front_end_name, tts=stack.tts, **(front_end_kwargs or {}))
@@ -41,8 +43,9 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
                               oracle_policy=make_policy(oracle_policy) if config.mode == "tandem" else None,
                               meta=meta, supervisor=stack.supervisor,
                               knowledge=stack.knowledge if config.knowledge else None)
-            assistant = await session.run(frames_of(audio.samples))
-            return RunResult(assistant[: len(audio.samples)], session.timeline, audio)
+            assistant = await session.run(frames_of(audio.samples), finish_reply_s)
+            n = len(audio.samples) if not finish_reply_s else max(len(audio.samples), len(assistant))
+            return RunResult(assistant[:n], session.timeline, audio)
         finally:
             if voicer is not None:
                 voicer.close()
@@ -55,7 +58,7 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
 
 
 def write_outputs(result: RunResult, out_wav: Path | None, timeline_json: Path | None, plot_png: Path | None) -> None:
-    n = len(result.input.samples)
+    n = max(len(result.input.samples), len(result.assistant))
     if out_wav:
         write_stereo(out_wav, result.input.samples, result.assistant, n)
     if timeline_json:

@@ -347,23 +347,41 @@ class Session:
             kind = {"pause": tl.VOICE_PAUSE, "resume": tl.BACKCHANNEL}.get(d.action, tl.BARGE_IN)
             self.timeline.add(kind, t=t, reason=d.reason, words=d.words, speech_s=d.speech_s)
 
-    async def run(self, frames: np.ndarray) -> np.ndarray:
+    # a reply is over once the assistant has been silent this long with nothing left in flight
+    REPLY_OVER_FRAMES = 15  # 1.2 s: longer than the pauses inside a reply
+
+    def reply_over(self) -> bool:
+        """The assistant is silent and has nothing more to say: no audio for REPLY_OVER_FRAMES, its
+        voice idle, and nothing in flight in the back-end (so no oracle that could still be read)."""
+        voicer = self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
+        return (self._silent_frames >= self.REPLY_OVER_FRAMES and self.backend_idle()
+                and not (voicer is not None and voicer.busy))
+
+    async def run(self, frames: np.ndarray, finish_reply_s: float = 0.0) -> np.ndarray:
         """Feed [n, 1920] user frames on the session clock; return the assistant's aligned audio.
+        With `finish_reply_s`, silence goes on being fed after the input for at most that long, until
+        the reply under way is over (`reply_over`): the audio returned is then longer than the input.
         A ticker of one session: the same steps as the server's ticker, with this session's
         front-end stepped alone."""
         n = len(frames)
-        out = np.zeros((n + 1, FRAME_SAMPLES), dtype=np.float32)
+        extra = int(round(finish_reply_s / FRAME_S))
+        out = np.zeros((n + extra + 1, FRAME_SAMPLES), dtype=np.float32)
+        silence = np.zeros(FRAME_SAMPLES, dtype=np.float32)
         self._begin()
         fast = self.config.pace == "fast"
+        k = 0
         try:
-            for k in range(n):
+            for k in range(n + extra):
+                if k >= n and self.reply_over():
+                    k -= 1
+                    break
                 deadline = (k + 1) * FRAME_S
                 if fast:
                     await self._wait_heard(k * FRAME_S - 0.05)
                     if self.backend_idle() and not self._listener_stalled:
                         self.clock.skip_to(deadline)
                 await self.clock.sleep_until(deadline)
-                st = self.live_pre(frames[k])
+                st = self.live_pre(frames[k] if k < n else silence)
                 if st.audio is None:
                     res = self.front_end.step(st.user, st.oracle_token)
                     st.audio, st.texts = res.audio, list(res.text)
@@ -372,7 +390,9 @@ class Session:
                 await asyncio.sleep(0)  # let back-end callbacks run even when the loop is behind
         finally:
             await self.close()
-        return out.reshape(-1)
+        if extra and k + 1 >= n:
+            self.timeline.meta["finished_reply_s"] = round((k + 1 - n) * FRAME_S, 2)
+        return out[: max(n, k + 1) + 1].reshape(-1)
 
     # -- a step in two halves (the server's ticker, and `run` as a ticker of one session) --------
     # A session does not own the front-end step: one ticker steps every live session of a server

@@ -151,3 +151,30 @@ async def test_a_shorter_final_answer_stops_the_partials_longer_one():
     assert len(said) < 20, f"the long answer's tail went on playing: {said}"
     assert sess.oracle.buf.restarts == 0
     assert sess.timeline.of_kind(tl.ORACLE_END), "the end of each answer is on the timeline (replay feeds it)"
+
+
+async def test_finish_reply_goes_on_past_the_input_until_the_reply_is_over():
+    """`tandem run` plays the whole reply: a question at the end of the input is not cut off."""
+    from fakes import WordTTS
+
+    async def go(finish_s: float):
+        with FakeOpenAIServer() as srv:
+            client = ChatClient(LLMConfig(url=srv.url, model="m"))
+            voicer = Voicer(WordTTS())
+            sess = Session(SessionConfig(mode="cascade"), FakeListener(list(QUESTION), in_speech_until=1.7),
+                           client, voicer=voicer)
+            out = await sess.run(frames(2.16), finish_reply_s=finish_s)
+            voicer.close()
+            await client.aclose()
+        return sess, out
+
+    sess, out = await go(0.0)
+    assert len(out) == (len(frames(2.16)) + 1) * FRAME_SAMPLES, "cut at the input's end"
+    assert np.sum(np.abs(out) > 0.01) < 4 * WordTTS.WORD_S * 24000, "the reply was cut"
+    sess, out = await go(8.0)
+    heard = np.sum(np.abs(out) > 0.01) / 24000
+    assert heard == pytest.approx(4 * WordTTS.WORD_S, abs=0.01), "all four words of 'The answer is Paris.'"
+    last_loud = np.flatnonzero(np.abs(out) > 0.01)[-1] / 24000
+    assert len(out) / 24000 == pytest.approx(last_loud + Session.REPLY_OVER_FRAMES * 0.08, abs=0.2), \
+        "it stops once the reply has been over for a moment, long before the 8 s allowed"
+    assert sess.timeline.meta["finished_reply_s"] > 0
