@@ -139,7 +139,7 @@ def splice(opening: str, question: str, reply: str) -> str | None:
         words = [w for _, t in span for w in _norm_words(t)]
         if any(w[0].isdigit() or w in NUMBER_WORDS for w in words):
             return 0
-        if any(i > 0 and t[0].isupper() for i, t in span):
+        if any(i > 0 and t[0].isupper() and not re.fullmatch(r"I(?:'\w+)?", t) for i, t in span):
             return 1
         return 2
     # an answer after the opening's verb ("The square root of 64 is 8.") is preferred to one before
@@ -147,6 +147,8 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     verb = ow[-1] if ow else ""
     at = max((i for i, t in enumerate(tokens) if t.lower() == verb), default=-1)
     best = min(spans, key=lambda s: (s[0][0] < at, rank(s), s[0][0]))
+    if not about and rank(best) > 1:
+        return None  # an opening that names nothing ("There are") goes on with a number or a name only
     answer = " ".join(t for _, t in best).rstrip(".,")
     return f"{opening} {answer}.{rest}"
 

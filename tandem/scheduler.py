@@ -167,9 +167,11 @@ class OracleScheduler:
                    and now_words[:shared] != before[:shared])
         if not (self._final_pending or grew or revised or self._completes_question(text)):
             return
-        # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?")
-        asked_words = len(_normalized(self.conv.standalone_question()).split())
-        if not self._final_pending and max(turn_words, asked_words) < self.config.min_turn_words:
+        # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?"),
+        # and a lead-in counts for nothing: "Sorry to cut" asks nothing yet (SmolLM2 answered it "I'm sorry to
+        # cut it, but I'll keep going.", and the front-end began to say so in the user's next pause)
+        asked_words = len(_normalized(self.conv.standalone_question() or self.conv.current_user_text()).split())
+        if not self._final_pending and asked_words < self.config.min_turn_words:
             return
         if self.talking() and is_backchannel(self.conv.current_user_text()):
             if self._final_pending:

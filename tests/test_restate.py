@@ -44,6 +44,9 @@ def test_restate(question, opening):
     ("The capital of Portugal is", "What is the capital of Portugal?", "Portugal is a country in Europe.", None),
     ("The capital of Thailand is", "What is the capital of Thailand?", "It's Bangkok.",
      "The capital of Thailand is Bangkok."),
+    # an opening that names nothing goes on with a number or a name only, and "I" is no name
+    ("There are", "How many hours are in a day?", "I'm sorry to cut in on the hours, but I can't help it.", None),
+    ("There are", "How many hours are in a day?", "A day has 24 hours.", "There are 24."),
 ])
 def test_splice(opening, question, reply, spliced):
     assert splice(opening, question, reply) == spliced

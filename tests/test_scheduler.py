@@ -501,3 +501,16 @@ async def test_an_opening_the_final_no_longer_fits_is_not_sent_again():
         assert sched.stats["starts"] == 2
         assert [r["text"] for r in timeline.of_kind(tl.RESTATE)] == ["The capital of Austria is"]
         await sched.aclose()
+
+
+async def test_a_lead_in_alone_starts_nothing():
+    """"Sorry to cut" asks nothing yet: its words do not count towards a partial's start."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, min_turn_words=3)
+        sched.on_partial("Sorry to cut")
+        sched.on_partial("Sorry to cut in. How many")
+        assert sched.stats["starts"] == 0
+        sched.on_partial("Sorry to cut in. How many hours are")
+        assert sched.stats["starts"] == 1
+        assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "How many hours are"
+        await sched.aclose()
