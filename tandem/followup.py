@@ -274,7 +274,9 @@ def resolved_questions(user_turns: Iterable[str]) -> list[str]:
 def current_question(earlier_user_turns: Sequence[str], current: str) -> str | None:
     """The user's current turn as the LLM is to be asked it, given the turns before it: a follow-up
     fragment resolved (`standalone`), or else the turn without its lead-in ("Sorry to cut in. How
-    many hours are in a day?" -> "How many hours are in a day?"); None when it needs neither.
+    many hours are in a day?" -> "How many hours are in a day?"), but for an "and" that ties it to
+    the last exchange ("Right. And the second largest?" -> "And what is the second largest ocean on
+    Earth?"); None when it needs no rewriting.
 
     Why the lead-in goes: with the dialogue before it, a small LLM reads "Sorry to cut in" or "Okay,
     and" as a cue to go on with the last reply (SmolLM2, after a reply cut at "The ocean is a vast":
@@ -285,10 +287,15 @@ def current_question(earlier_user_turns: Sequence[str], current: str) -> str | N
     previous = next((q for q in reversed(earlier)
                      if _words(without_lead_in(q))[:1] and not is_fragment(q)
                      and _words(without_lead_in(q))[0].lower() in _WH | _AUX), None)
-    resolved = standalone(current, previous)
-    if resolved:
-        return resolved
     clean = without_lead_in(current)
-    if not _words(clean) or clean == current.strip() or is_backchannel(current):
+    if not _words(clean) or is_backchannel(current):
         return None
-    return clean[0].upper() + clean[1:]
+    asked = standalone(current, previous) or clean
+    lead_in = current.strip()[: len(current.strip()) - len(clean)]
+    if re.search(r"\b(?:and|also)\b", lead_in, re.IGNORECASE):
+        # the cue that it goes on from the last exchange stays: SmolLM2, asked "What color is grass?"
+        # after a question about the sky, said "a shade of blue"; asked "And what color is grass?", "green"
+        asked = "And " + asked[0].lower() + asked[1:]
+    else:
+        asked = asked[0].upper() + asked[1:]
+    return None if [w.lower() for w in _words(asked)] == [w.lower() for w in _words(current)] else asked

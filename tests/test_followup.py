@@ -68,7 +68,7 @@ def test_follow_ups_chain_and_skip_backchannels() -> None:
     assert resolved_questions(turns) == ["What language do people speak in Brazil?",
                                          "What language do people speak in Mexico?", "Mm-hmm.",
                                          "What language do people speak in Peru?"]
-    assert current_question(turns[:3], "And Chile?") == "What language do people speak in Chile?"
+    assert current_question(turns[:3], "And Chile?") == "And what language do people speak in Chile?"
 
 
 def test_the_conversation_knows_the_standalone_question_as_partial_and_as_final() -> None:
@@ -78,12 +78,12 @@ def test_the_conversation_knows_the_standalone_question_as_partial_and_as_final(
     assert conv.standalone_question() == "", "a first question stands alone"
     conv.on_partial("And of Australia")
     assert conv.earlier_user_turns() == ["What is the capital of Canada?"]
-    assert conv.standalone_question() == "What is the capital of Australia?"
+    assert conv.standalone_question() == "And what is the capital of Australia?"
     conv.on_assistant("The")  # the reply begins before the final (tandem mode)
     conv.on_final("And of Australia?")
-    assert conv.asking() == "What is the capital of Australia?"
+    assert conv.asking() == "And what is the capital of Australia?"
     conv.on_assistant("capital of Australia is Canberra.")
-    assert conv.asking() == "What is the capital of Australia?", "the last turn, answered, is still the one asked"
+    assert conv.asking() == "And what is the capital of Australia?", "the last turn, answered, is still the one asked"
 
 
 def test_the_prompt_asks_the_standalone_question_after_the_history() -> None:
@@ -94,6 +94,14 @@ def test_the_prompt_asks_the_standalone_question_after_the_history() -> None:
     lines = answer_messages(turns, form="lines", asked="What is the capital of Australia?")
     assert lines[-1]["content"].endswith("user: What is the capital of Australia?")
     assert answer_messages(turns)[-1]["content"] == "And of Australia?"
+
+
+def test_an_and_that_ties_a_turn_to_the_last_exchange_stays() -> None:
+    assert current_question(["What is the largest ocean on Earth?"], "Right. And the second largest?") \
+        == "And what is the second largest ocean on Earth?"
+    assert current_question(["Who painted the Mona Lisa?"], "Okay, and who painted Starry Night?") \
+        == "And who painted Starry Night?"
+    assert current_question(["What color is the sky?"], "And what color is grass?") is None, "as it was said"
 
 
 def test_a_whole_question_is_asked_without_its_lead_in() -> None:

@@ -70,7 +70,7 @@ async def test_a_follow_up_that_now_stands_for_a_whole_question_starts_a_stream(
         starts = sched.stats["starts"]
         sched.on_partial("and the capital of Australia")
         assert sched.stats["starts"] == starts + 1, "one new word, but now a whole question"
-        assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "What is the capital of Australia?"
+        assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "And what is the capital of Australia?"
         await sched.aclose()
 
 
@@ -387,7 +387,7 @@ async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_
     assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
     # the fragment is asked as the question it stands for, after the history (tandem/followup.py)
-    assert second[-1]["content"] == "what is the capital of australia?"
+    assert second[-1]["content"] == "And what is the capital of australia?"
     assert second[1]["content"] == "what is the capital of canada" and second[2]["content"] == "Ottawa."
 
 
