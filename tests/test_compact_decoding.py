@@ -95,6 +95,19 @@ def test_the_word_cursor_completes_a_copied_word_from_the_oracle():
     assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st2) is None, "no cursor without the tokenizer"
 
 
+def test_the_word_ahead_is_the_rest_of_a_fed_word_whose_end_is_fed_too():
+    from tandem.frontends.compact.decoding import CompactState, word_ahead
+
+    P, ORT, UG, AL, IS = 40, 41, 42, 43, 44  # "▁P ort ug al ▁is"
+    st = CompactState.new(lambda text: [], starts_word=lambda t: t in (P, IS))
+    st.cursor = 1  # the cursor just gave "ort" (frame 1)
+    assert word_ahead(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st, 64) == [UG, AL]
+    assert word_ahead(_cursor_cache([P, ORT, UG, AL], 0, 0.9), 0, st, 64) is None, "its end is not fed yet"
+    assert word_ahead(_cursor_cache([P, ORT, UG, AL, PAD], 0, 0.9), 0, st, 64) == [UG, AL], "the oracle ended"
+    st.cursor = 3
+    assert word_ahead(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st, 64) == [], "this piece ends the word"
+
+
 def test_end_is_only_chosen_while_the_user_talks_over_the_reply():
     """A model trained to yield says END while the user talks over it; with the user silent, END is
     taken out, so a model that keeps feeding itself END still takes the turn that follows."""

@@ -151,3 +151,19 @@ def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers(
         fe.step(u, PAD)
     assert [d.action for d in fe.mouth.take_decisions()] == ["pause"]
     fe.close()
+
+
+def test_a_word_the_cursor_will_finish_goes_to_the_voice_at_once():
+    """A five-piece "Australia" read from the oracle one piece a frame kept the voice waiting; once the
+    word's pieces are all fed, the Mouth voices it whole and lets the model's later pieces pass."""
+    from tandem.frontends.compact.frontend import Mouth
+
+    fe = CompactFrontEnd()
+    tok = fe.tokenizer
+    pieces = tok.encode(" Zorblax")
+    assert len(pieces) >= 3
+    mouth = Mouth(tok, fe.whole_words, None)
+    out = [mouth.say(pieces[0], False, SILENT).text, mouth.say(pieces[1], False, SILENT, ahead=pieces[2:]).text]
+    out += [mouth.say(p, False, SILENT).text for p in pieces[2:]] + [mouth.say(PAD, False, SILENT).text]
+    assert out[1] == ["Zorblax"], "voiced when the cursor took the word, not when its last piece came"
+    assert not any(out[2:]), "the model's later pieces of the word are not voiced again"

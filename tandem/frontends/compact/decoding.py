@@ -114,6 +114,9 @@ class CompactState:
     emitted: deque[int] = field(default_factory=lambda: deque(maxlen=4096))  # recent tokens, for inspection
     starts_word: Callable[[int], bool] | None = None  # the tokenizer's; None: no word cursor (`word_rest`)
     cursor: int | None = None  # the oracle frame of the piece the word cursor gave last (`word_rest`)
+    # the pieces the word cursor will give in the next frames to finish the word this frame's piece is
+    # part of, when the whole word is fed already (`word_ahead`); the voice need not wait for them
+    ahead: list[int] | None = None
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -203,8 +206,32 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = lp - torch.logsumexp(lp, dim=-1)
         tok = st.decide(lp, x.vad_prob, x.forced if x.forced is not None else (rest[1] if rest else None))
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
+        st.ahead = word_ahead(cache, r, st, lp.shape[0]) if st.cursor is not None else None
         out.append(tok)
     return out
+
+
+def _fed_token(cache: dict[str, torch.Tensor], r: int, frame: int) -> int | None:
+    """The oracle token row `r` was fed at `frame`, or None when that frame has not been fed (yet)."""
+    hit = torch.nonzero(cache["slot_pos"][r] == frame)
+    return int(cache["oracle"][r, int(hit[0, 0])]) if len(hit) else None
+
+
+def word_ahead(cache: dict[str, torch.Tensor], r: int, st: CompactState, vocab: int,
+               longest: int = 12) -> list[int] | None:
+    """The pieces after the one the cursor just gave (`st.cursor`) that finish its oracle word, when all
+    of them and the token after the word have been fed: the cursor will give exactly these in the next
+    frames, one a frame ([] when the word ends with this piece). None when its end has not been fed yet."""
+    goes_on = st.continuations(vocab)
+    pieces: list[int] = []
+    for frame in range(st.cursor + 1, st.cursor + 2 + longest):
+        tok = _fed_token(cache, r, frame)
+        if tok is None:
+            return None  # the word's end is not known yet
+        if not (0 <= tok < vocab and bool(goes_on[tok])):
+            return pieces  # a new word, PAD, or the stream's start token: the word ends before it
+        pieces.append(tok)
+    return None
 
 
 def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:
@@ -229,8 +256,7 @@ def word_rest(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> tuple
         src = int(cache["last_src"][r])
     else:
         return None
-    hit = torch.nonzero(cache["slot_pos"][r] == src + 1)
-    if not len(hit):
+    tok = _fed_token(cache, r, src + 1)
+    if tok is None:
         return None
-    tok = int(cache["oracle"][r, int(hit[0, 0])])
     return (src + 1, tok) if tok > END and not st.starts_word(tok) else None
