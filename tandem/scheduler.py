@@ -66,6 +66,9 @@ class SchedulerConfig:
     # start when the turn reads as a whole question: its partial ends a sentence ("...of Australia.") or
     # it resolves to one ("and the capital of Australia"), whatever the count of new words
     start_on_complete: bool = True
+    # while other sessions' requests fill the shared LLM, start only on a whole question or a final: each
+    # start from a growing partial queues behind theirs and is mostly cancelled by the next one
+    defer_when_busy: bool = True
     keep_on_same_final: bool = True
     restate: bool = True  # open each stream with the answer's opening restated from the question
     # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
@@ -112,7 +115,12 @@ class OracleScheduler:
         self._opening: str | None = None  # the restated opening of the current turn's reply
         self._ticker: asyncio.Task | None = None
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
-        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0, "backchannels": 0}
+        # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
+        # the session when its client is shared: `server.shared.SharedLLM`)
+        self.llm_load: Callable[[], int] = lambda: 0
+        self.llm_slots = 1
+        self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0, "rate_limited": 0, "kept": 0,
+                      "backchannels": 0, "deferred": 0}
 
     # -- transcript events (called on the event loop) ----------------------------------------
     def _note_turn(self, text: str) -> None:
@@ -165,7 +173,11 @@ class OracleScheduler:
         turn_words = len(_normalized(self.conv.current_user_text()).split())
         revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
-        if not (self._final_pending or grew or revised or self._completes_question(text)):
+        complete = self._completes_question(text)
+        if not (self._final_pending or grew or revised or complete):
+            return
+        if not (self._final_pending or complete) and self._llm_busy():
+            self.stats["deferred"] += 1  # the words still count: the next check may start on them
             return
         # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?"),
         # and a lead-in counts for nothing: "Sorry to cut" asks nothing yet (SmolLM2 answered it "I'm sorry to
@@ -200,6 +212,11 @@ class OracleScheduler:
         self._text_at_start = text
         self._asked_at_start = self.conv.standalone_question()
         self._launch()
+
+    def _llm_busy(self) -> bool:
+        """Other sessions' requests fill every slot of the shared LLM (this session's own stream would be
+        cancelled by the new one, so it does not count)."""
+        return self.config.defer_when_busy and self.llm_load() - len(self._live) >= self.llm_slots
 
     def _completes_question(self, text: str) -> bool:
         """The turn now reads as a whole question that no stream was started on. KAME counts new words

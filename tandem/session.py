@@ -131,6 +131,9 @@ class Session:
                 provider = for_oracles(client, knowledge, config.scheduler.prompt_form, config.extractive)
                 self.scheduler = OracleScheduler(provider, self.conv, self.timeline, self._emit_oracle, config.scheduler)
                 self.scheduler.talking = self._assistant_talking
+                if hasattr(client, "load"):  # an LLM shared by a server's sessions (server.shared.SharedLLM)
+                    self.scheduler.llm_load = client.load
+                    self.scheduler.llm_slots = client.concurrency
         elif config.mode == "cascade":
             if client is None:
                 raise ValueError("cascade mode needs an LLM client")

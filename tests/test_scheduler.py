@@ -514,3 +514,20 @@ async def test_a_lead_in_alone_starts_nothing():
         assert sched.stats["starts"] == 1
         assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "How many hours are"
         await sched.aclose()
+
+
+async def test_while_others_fill_the_llm_a_growing_partial_waits_but_a_whole_question_starts():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        others = [1]
+        sched.llm_load = lambda: others[0] + len(sched._live)
+        sched.on_partial("what is the capital")
+        assert sched.stats["starts"] == 0 and sched.stats["deferred"] == 1, "another session's request holds the slot"
+        sched.on_partial("what is the capital of Australia?")
+        assert sched.stats["starts"] == 1, "a whole question starts anyway"
+        sched.on_partial("what is the capital of Australia? And of Canada")
+        assert sched.stats["starts"] == 1
+        others[0] = 0
+        sched.check()
+        assert sched.stats["starts"] == 2, "the words waited, and start once the LLM is free"
+        await sched.aclose()

@@ -91,6 +91,10 @@ class SharedLLM:
             self.running -= 1
             self._sem.release()
 
+    def load(self) -> int:
+        """Requests in flight or waiting for a slot, every session's."""
+        return self.running + self.waiting
+
     async def aclose(self) -> None:
         await self.client.aclose()
 
