@@ -132,3 +132,55 @@ def test_after_a_word_read_from_the_oracle_no_piece_may_go_on_with_it():
     assert mask[ORT] and not mask[P] and not mask[IS] and not mask[END], "only pieces that go on a word"
     st.cursor = None
     assert not copied_word_ended(_cursor_cache([P, ORT, IS], 1, 0.1), 0, st), "a word the model made up itself"
+
+
+def test_a_turn_with_an_answer_waiting_is_taken_when_the_model_lets_the_moment_pass():
+    """A model whose wish to speak stays low after the user stops would leave the question unanswered;
+    with an oracle started and fed since the user began, the turn is taken MAX_TURN_WAIT_FRAMES later.
+    Without an answer waiting (a backchannel, a pause) the model's own choice stands."""
+    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES, TurnStart
+
+    logp = torch.full((16,), -20.0)
+    logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)  # speaking is never the likelier
+    logp = logp - torch.logsumexp(logp, 0)
+    for waiting in (False, True):
+        ts = TurnStart()
+        ts.choose(logp, vad_prob=0.9)  # the user speaks: armed
+        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting) for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
+        spoke = [i for i, t in enumerate(said) if t > END]
+        if waiting:
+            assert spoke == [MAX_TURN_WAIT_FRAMES - 1], "taken once, at the deadline"
+        else:
+            assert spoke == [], "no answer waiting: silence stays the model's choice"
+
+
+def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waiting():
+    """Through the front-end: the user asks, an oracle stream starts and feeds words, the model stays
+    silent: the turn is taken at the deadline. An answer's tail fed while nobody asked takes nothing."""
+    import numpy as np
+
+    from tandem.frontend import UserFrame
+    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES
+    from tandem.frontends.compact.frontend import CompactFrontEnd
+    from tandem.frontends.compact.tokenizer import START
+
+    fe = CompactFrontEnd()
+    vocab = fe.tokenizer.vocab_size
+    fe.model.step = lambda state, user, vad, oracle, prev: torch.where(  # the model only ever wants silence
+        torch.arange(vocab) == PAD, 0.0, -30.0)[None].float()
+    word = fe.tokenizer.encode(" Paris")[0]
+
+    def run(oracle: list[int], vad: list[float]) -> list[int]:
+        fe.reset()
+        out = []
+        for o, v in zip(oracle, vad):
+            fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5), o)
+            out.append(fe.prev)
+        return out
+
+    n = 6 + 3 * MAX_TURN_WAIT_FRAMES
+    vad = [0.9] * 6 + [0.05] * (n - 6)
+    asked = run([PAD, START, word, word, PAD, PAD] + [PAD] * (n - 6), vad)
+    assert [i for i, t in enumerate(asked) if t > END] == [6 + MAX_TURN_WAIT_FRAMES - 1]
+    tail_only = run([PAD] * 6 + [word] * (n - 6), vad)
+    assert not any(t > END for t in tail_only), "words with no stream started this turn: no answer waiting"

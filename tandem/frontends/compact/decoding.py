@@ -38,29 +38,36 @@ import torch
 from ...frontend import speaking
 from .model import CompactLM
 from .streams import UserTokenQueue, vad_bucket
-from .tokenizer import END, PAD
+from .tokenizer import END, PAD, START
 
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
 COPY_CURSOR_WEIGHT = 0.25  # the pointer's weight on a copied piece's frame for the rest of its word to follow
 REPEAT_WINDOW_FRAMES = 24  # a word said again within this many frames of itself is a repeat (1.9 s)
 MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
+# with an answer fed by the oracle stream since the last reply, a turn still not taken this many quiet
+# frames after the user's voice stopped is taken: a safety net for the model that lets the moment pass
+# (a question of the dev dialogues got no reply at all, its oracle "A spider has 8 legs." waiting)
+MAX_TURN_WAIT_FRAMES = 8  # 0.64 s; the model itself starts 2-3 frames after the voice stops
 
 
 class TurnStart:
     def __init__(self) -> None:
         self.armed = False  # the user has spoken and the model has not replied since
         self.chance = 0.0  # chance that the model would have started since the voice stopped
+        self.quiet = 0  # frames since the voice stopped, while armed
 
     def reset(self) -> None:
         self.armed = False
         self.chance = 0.0
+        self.quiet = 0  # frames since the voice stopped, while armed
 
-    def choose(self, logp: torch.Tensor, vad_prob: float) -> int:
-        """logp: [V] log-probabilities of this frame's token; returns the token to say."""
+    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False) -> int:
+        """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
+        the oracle stream has fed an answer since the last reply (MAX_TURN_WAIT_FRAMES)."""
         tok = int(torch.argmax(logp))
         if speaking(vad_prob):
-            self.armed, self.chance = True, 0.0
+            self.armed, self.chance, self.quiet = True, 0.0, 0
             return tok
         if tok > END:
             self.reset()
@@ -69,7 +76,8 @@ class TurnStart:
             return tok
         p_speak = 1.0 - float(logp[: END + 1].exp().sum())
         self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
-        if self.chance < START_CHANCE:
+        self.quiet += 1
+        if self.chance < START_CHANCE and not (answer_waiting and self.quiet >= MAX_TURN_WAIT_FRAMES):
             return tok
         self.reset()
         return int(torch.argmax(logp[END + 1:])) + END + 1
@@ -117,6 +125,10 @@ class CompactState:
     # the pieces the word cursor will give in the next frames to finish the word this frame's piece is
     # part of, when the whole word is fed already (`word_ahead`); the voice need not wait for them
     ahead: list[int] | None = None
+    # since the user began the turn not yet replied to: an oracle stream (re)started (its start token was
+    # fed), and then fed words: an answer is waiting (MAX_TURN_WAIT_FRAMES)
+    oracle_started: bool = False
+    answer_waiting: bool = False
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -151,7 +163,7 @@ class CompactState:
         silent to see whether it recovers), as if the model had chosen it."""
         if not speaking(vad_prob):
             logp = without_yield(logp)
-        tok = self.turn_start.choose(logp, vad_prob) if forced is None else forced
+        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting) if forced is None else forced
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
@@ -161,6 +173,7 @@ class CompactState:
             if self.quiet_run >= RESPONSE_GAP_FRAMES:
                 self.said = []
                 self.began_reply = True
+                self.oracle_started = self.answer_waiting = False
             if not self.looping and completes_a_loop(self.said, tok):
                 self.looping = True
                 self.loops_stopped += 1
@@ -201,6 +214,11 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
     for r, st, x in zip(rows, states, inputs):
         rest = word_rest(cache, r, st) if x.forced is None else None
         lp = logp[r]
+        if st.turn_start.armed:  # the words of an older answer's tail, fed during the reply, do not count
+            if x.oracle == START:
+                st.oracle_started = True
+            elif st.oracle_started and END < x.oracle < lp.shape[0]:
+                st.answer_waiting = True
         if rest is None and x.forced is None and copied_word_ended(cache, r, st):
             lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))  # the word is whole: no more pieces
             lp = lp - torch.logsumexp(lp, dim=-1)
