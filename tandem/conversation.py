@@ -124,7 +124,8 @@ class Conversation:
         rewriting."""
         if not self.standalone:
             return ""
-        return current_question(self.earlier_user_turns(), self.current_user_text()) or ""
+        return current_question(self.earlier_user_turns(), self.current_user_text(),
+                                heard_whole=not self.partial.strip()) or ""
 
     def asking(self) -> str:
         """What the user asks now, in words that need no earlier turn (`standalone_question`, else the turn)."""

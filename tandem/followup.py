@@ -37,6 +37,12 @@ _LEAD_IN_WORDS = (
     r"(?:another|quick|next) question|i was wondering|i wonder|let me ask(?: you)?|i have a question"
 )
 _LEAD_IN = re.compile(rf"^(?:(?:{_LEAD_IN_WORDS})(?:[\s,.!;:]+|$))+", re.IGNORECASE)
+# what is left of a sentence that only announces the next one ("Never mind that.", "Wait, a different
+# question.") once its lead-in words are gone
+_ANNOUNCING = {"that", "it", "this", "a", "different", "question", "one", "more", "another", "thing", "second",
+               "moment", "minute", "quick", "me", "ask", "you", "something", "sec"}
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_UNFINISHED = re.compile(r"(?:\.\.\.|…|-)$")  # how Whisper ends a partial cut off mid-word or mid-sentence
 _ABOUT = re.compile(r"^(?:what|how) about\s+", re.IGNORECASE)
 
 _WH = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how"}
@@ -65,8 +71,14 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 
 def without_lead_in(text: str) -> str:
-    """`text` without the words people open an utterance with ("Okay, and", "Excuse me,", "Sorry to cut in.")."""
-    return _LEAD_IN.sub("", text.strip()).strip()
+    """`text` without the words people open an utterance with ("Okay, and", "Excuse me,", "Sorry to cut
+    in."), and without sentences that only announce the next one ("Never mind that. How many...")."""
+    text = _LEAD_IN.sub("", text.strip()).strip()
+    while True:
+        parts = _SENTENCE_END.split(text, maxsplit=1)
+        if len(parts) < 2 or not all(w.lower() in _ANNOUNCING for w in _words(parts[0])):
+            return text
+        text = _LEAD_IN.sub("", parts[1]).strip()
 
 
 def _words(text: str) -> list[str]:
@@ -242,8 +254,10 @@ def _resolve(frag: list[str], q: list[str]) -> list[str] | None:
 def standalone(utterance: str, previous: str | None) -> str | None:
     """`utterance` rewritten as a question that stands alone, given the `previous` question the user
     asked (already standing alone); None when it stands alone already, is no follow-up, or cannot be
-    placed in the previous question."""
-    if not previous or not is_fragment(utterance) or is_backchannel(utterance):
+    placed in the previous question. A partial transcript that Whisper marks as cut off ("Never...",
+    "and the cap-") is no fragment yet: its last words are still to come."""
+    if not previous or _UNFINISHED.search(utterance.strip()) or not is_fragment(utterance) \
+            or is_backchannel(utterance):
         return None
     text = _ABOUT.sub("", without_lead_in(utterance))
     frag = _words(text)
@@ -271,7 +285,7 @@ def resolved_questions(user_turns: Iterable[str]) -> list[str]:
     return out
 
 
-def current_question(earlier_user_turns: Sequence[str], current: str) -> str | None:
+def current_question(earlier_user_turns: Sequence[str], current: str, heard_whole: bool = True) -> str | None:
     """The user's current turn as the LLM is to be asked it, given the turns before it: a follow-up
     fragment resolved (`standalone`), or else the turn without its lead-in ("Sorry to cut in. How
     many hours are in a day?" -> "How many hours are in a day?"), but for an "and" that ties it to
@@ -282,7 +296,10 @@ def current_question(earlier_user_turns: Sequence[str], current: str) -> str | N
     and" as a cue to go on with the last reply (SmolLM2, after a reply cut at "The ocean is a vast":
     "The ocean is a vast, mysterious place that can be explored in hours."). Text only, on 18
     interruptions with the first reply cut after 3, 5 or 9 words, the question without its lead-in
-    was answered 15, 16 and 14 times, with it 12, 14 and 14 (scripts/followup_prompt_probe.py)."""
+    was answered 15, 16 and 14 times, with it 12, 14 and 14 (scripts/followup_prompt_probe.py).
+
+    `heard_whole`: the turn is final. A partial is resolved as a fragment only once it ends a sentence
+    ("And in Mexico?"): "Never" is how "Never mind that. How many legs does a dog have?" begins."""
     earlier = resolved_questions(earlier_user_turns)
     previous = next((q for q in reversed(earlier)
                      if _words(without_lead_in(q))[:1] and not is_fragment(q)
@@ -290,7 +307,8 @@ def current_question(earlier_user_turns: Sequence[str], current: str) -> str | N
     clean = without_lead_in(current)
     if not _words(clean) or is_backchannel(current):
         return None
-    asked = standalone(current, previous) or clean
+    resolved = standalone(current, previous) if heard_whole or re.search(r"[?!.]$", current.strip()) else None
+    asked = resolved or clean
     lead_in = current.strip()[: len(current.strip()) - len(clean)]
     if re.search(r"\b(?:and|also)\b", lead_in, re.IGNORECASE):
         # the cue that it goes on from the last exchange stays: SmolLM2, asked "What color is grass?"

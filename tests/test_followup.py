@@ -78,6 +78,8 @@ def test_the_conversation_knows_the_standalone_question_as_partial_and_as_final(
     assert conv.standalone_question() == "", "a first question stands alone"
     conv.on_partial("And of Australia")
     assert conv.earlier_user_turns() == ["What is the capital of Canada?"]
+    assert conv.standalone_question() == "", "a partial may still go on: not resolved before it ends a sentence"
+    conv.on_partial("And of Australia?")
     assert conv.standalone_question() == "And what is the capital of Australia?"
     conv.on_assistant("The")  # the reply begins before the final (tandem mode)
     conv.on_final("And of Australia?")
@@ -94,6 +96,16 @@ def test_the_prompt_asks_the_standalone_question_after_the_history() -> None:
     lines = answer_messages(turns, form="lines", asked="What is the capital of Australia?")
     assert lines[-1]["content"].endswith("user: What is the capital of Australia?")
     assert answer_messages(turns)[-1]["content"] == "And of Australia?"
+
+
+def test_a_partial_is_no_fragment_before_it_ends_a_sentence() -> None:
+    earlier = ["Can you explain how electricity works?"]
+    assert current_question(earlier, "Never", heard_whole=False) is None
+    assert current_question(earlier, "Never mind that. How many...", heard_whole=False) == "How many..."
+    assert current_question(["What is the capital of Kenya?"], "saying...", heard_whole=True) is None, "cut off"
+    assert without_lead_in("Never mind that. How many legs does a dog have?") == "How many legs does a dog have?"
+    assert without_lead_in("Wait, a different question. What is the largest planet?") == "What is the largest planet?"
+    assert without_lead_in("I like Paris. What is its population?") == "I like Paris. What is its population?"
 
 
 def test_an_and_that_ties_a_turn_to_the_last_exchange_stays() -> None:

@@ -68,7 +68,7 @@ async def test_a_follow_up_that_now_stands_for_a_whole_question_starts_a_stream(
         sched.conv.on_assistant("The capital of Canada is Ottawa.")
         sched.on_partial("and the capital of")
         starts = sched.stats["starts"]
-        sched.on_partial("and the capital of Australia")
+        sched.on_partial("and the capital of Australia.")
         assert sched.stats["starts"] == starts + 1, "one new word, but now a whole question"
         assert timeline.of_kind(tl.LLM_START)[-1]["prompt"] == "And what is the capital of Australia?"
         await sched.aclose()
@@ -472,7 +472,7 @@ async def test_the_last_turns_opening_is_never_sent_for_a_follow_up():
         sched.on_final("What is the capital of France?")
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         sched.conv.on_assistant("The capital of France is Paris.")
-        sched.on_partial("and Germany")
+        sched.on_partial("and Germany?")
         assert sched.stats["starts"] == 2, "two words, but they stand for a whole question"
         sched.conv.on_assistant("The capital")
         sched.on_final("And Germany?")
