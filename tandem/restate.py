@@ -28,12 +28,18 @@ _HOW = "tall|old|long|far|big|deep|high|large|heavy|fast|hot|cold|wide"
 _HAVE = {"does": "has", "do": "have", "did": "had"}
 
 
+_FUNCTION_WORDS = {"of", "in", "the", "a", "an", "for", "on", "by", "to", "and"}
+
+
+def _cut_off(text: str) -> bool:
+    """A phrase that stops where it cannot end ("the", "the capital of"): a partial still being said."""
+    words = text.split()
+    return not words or words[-1].lower() in _FUNCTION_WORDS
+
+
 def _np(text: str) -> str | None:
     """A noun phrase worth saying: two words at least, not cut off after a preposition."""
-    words = text.split()
-    if len(words) < 2 or words[-1].lower() in {"of", "in", "the", "a", "an", "for", "on", "by", "to", "and"}:
-        return None
-    return text
+    return None if len(text.split()) < 2 or _cut_off(text) else text
 
 
 # (pattern over the cleaned question, m -> opening or None); groups keep the question's own casing
@@ -41,7 +47,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None]]] = [
     (re.compile(r"^what (is|was) (the \w+(?: \w+)+)$", re.I), lambda m: _join(_np(m[2]), m[1].lower())),
     (re.compile(r"^who (is|was) (the \w+(?: \w+)+)$", re.I), lambda m: _join(_np(m[2]), m[1].lower())),
     (re.compile(rf"^who ({'|'.join(_PAST)}) (?!(?:it|that|this|them|these|those)$)(.+)$", re.I),
-     lambda m: f"{m[2]} was {_PAST[m[1].lower()]} by"),
+     lambda m: None if _cut_off(m[2]) else f"{m[2]} was {_PAST[m[1].lower()]} by"),
     (re.compile(r"^how many \w+(?: \w+)? (?:are there|were there|are|were)(?: (?:in|on) .+)?$", re.I),
      lambda m: "There are"),
     (re.compile(r"^how many \w+(?: \w+)? (does|do|did) (.+?) have$", re.I), lambda m: f"{m[2]} {_HAVE[m[1].lower()]}"),

@@ -21,6 +21,8 @@ from tandem.restate import Splicer, restate, splice
     ("Tell me a joke.", None),
     ("Who wrote it?", None),  # a pronoun: the opening would say nothing
     ("", None),
+    ("who invented the", None),  # a partial cut off after its article: "The was invented by" said nothing
+    ("who discovered penicillin", "Penicillin was discovered by"),
 ])
 def test_restate(question, opening):
     assert restate(question) == opening
