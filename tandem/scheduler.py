@@ -43,6 +43,11 @@ OPENING_FALLBACK = "something I am not sure of, sorry."
 OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
 
 
+def _whole_words(text: str) -> int:
+    """Words that Whisper did not mark as cut off ("St- St- St... St" is one word: a stammered "Stop")."""
+    return len(_normalized(" ".join(w for w in text.split() if not re.search(r"(?:-|\.\.\.|…)$", w))).split())
+
+
 def _normalized(text: str) -> str:
     """Words only: a partial that changes only its punctuation or case is not a revision."""
     return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
@@ -182,7 +187,7 @@ class OracleScheduler:
         # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?"),
         # and a lead-in counts for nothing: "Sorry to cut" asks nothing yet (SmolLM2 answered it "I'm sorry to
         # cut it, but I'll keep going.", and the front-end began to say so in the user's next pause)
-        asked_words = len(_normalized(self.conv.standalone_question() or self.conv.current_user_text()).split())
+        asked_words = _whole_words(self.conv.standalone_question() or self.conv.current_user_text())
         if not self._final_pending and asked_words < self.config.min_turn_words:
             return
         if self.talking() and is_backchannel(self.conv.current_user_text()):

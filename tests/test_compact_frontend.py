@@ -1,4 +1,6 @@
 """The compact front-end's run-time text handling, with the model's choices scripted."""
+import time
+
 import numpy as np
 import torch
 
@@ -167,3 +169,39 @@ def test_a_word_the_cursor_will_finish_goes_to_the_voice_at_once():
     out += [mouth.say(p, False, SILENT).text for p in pieces[2:]] + [mouth.say(PAD, False, SILENT).text]
     assert out[1] == ["Zorblax"], "voiced when the cursor took the word, not when its last piece came"
     assert not any(out[2:]), "the model's later pieces of the word are not voiced again"
+
+
+def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_pause():
+    """"Stop, stop. [pause] What is...": the front-end used to go on with the reply it was told to stop in
+    the pause ("A long story...", "a process"). After the drop the model is hushed and the Mouth keeps
+    quiet until an answer to the interruption is fed (or the user has been quiet MAX_TURN_WAIT_FRAMES)."""
+    from fakes import WordTTS
+    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES
+    from tandem.frontends.compact.tokenizer import START
+
+    fe = CompactFrontEnd(tts=WordTTS())
+    words = fe.tokenizer.encode(" once upon a time there was a dragon who lived in a cave far away from the city and"
+                                " every night it flew over the hills looking for something new to eat before dawn")
+    script_model(fe, [PAD] * 2 + words + words)
+    answer = fe.tokenizer.encode(" Paris")[0]
+
+    def frame(vad: float, transcript: str = "", oracle: int = PAD) -> bool:
+        out = fe.step(UserFrame(np.zeros(1920, np.float32), vad, vad > 0.5, transcript), oracle)
+        while fe.voicer.synthesizing:  # the voice keeps up within the frame (WordTTS is instant)
+            time.sleep(0.001)
+        return bool(np.max(np.abs(out.audio)) > 0)
+
+    talking = [frame(0.02) for _ in range(10)]
+    assert any(talking), "it was replying"
+    burst = [frame(0.9, "Stop, stop." if i > 3 else "") for i in range(8)]  # the interruption's first words
+    assert not any(burst[4:]), "it fell silent"
+    assert [d.action for d in fe.mouth.decisions][-1] == "drop"
+    pause = [frame(0.02, "Stop, stop.") for _ in range(MAX_TURN_WAIT_FRAMES - 1)]
+    assert not any(pause), "the dropped reply is not carried on in the pause"
+    assert fe.state.after_drop
+    question = [frame(0.9, "Stop, stop. What is the capital of France?") for _ in range(6)]
+    fed = [frame(0.9, "Stop, stop. What is the capital of France?", o) for o in (START, answer)]
+    assert not any(question + fed)
+    assert fe.state.answer_waiting, "an answer to the interruption was fed while the user spoke"
+    after = [frame(0.02, "Stop, stop. What is the capital of France?") for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
+    assert any(after), "and once the user stops, the front-end answers"

@@ -531,3 +531,13 @@ async def test_while_others_fill_the_llm_a_growing_partial_waits_but_a_whole_que
         sched.check()
         assert sched.stats["starts"] == 2, "the words waited, and start once the LLM is free"
         await sched.aclose()
+
+
+async def test_words_whisper_marks_as_cut_off_do_not_count_towards_a_start():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, min_turn_words=3)
+        sched.on_partial("St- St- St... St")
+        assert sched.stats["starts"] == 0, "a stammered 'Stop' is one word"
+        sched.on_partial("Thanks... What is the f-")
+        assert sched.stats["starts"] == 1, "'What is the': three whole words"
+        await sched.aclose()

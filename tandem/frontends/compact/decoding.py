@@ -62,6 +62,13 @@ class TurnStart:
         self.chance = 0.0
         self.quiet = 0  # frames since the voice stopped, while armed
 
+    def hold(self, vad_prob: float) -> None:
+        """A frame in which the model is kept silent: armed by the user's speech, counting quiet frames."""
+        if speaking(vad_prob):
+            self.armed, self.chance, self.quiet = True, 0.0, 0
+        elif self.armed:
+            self.quiet += 1
+
     def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
         the oracle stream has fed an answer since the last reply (MAX_TURN_WAIT_FRAMES)."""
@@ -129,6 +136,8 @@ class CompactState:
     # fed), and then fed words: an answer is waiting (MAX_TURN_WAIT_FRAMES)
     oracle_started: bool = False
     answer_waiting: bool = False
+    after_drop: bool = False  # the user's interruption dropped the reply, and no new reply has begun (`hush`)
+    hushed: bool = False  # the dropped reply's words are not said (`hush`)
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -147,6 +156,21 @@ class CompactState:
         a, b = self.user_q.next(2)
         return a, b
 
+    def hush(self) -> None:
+        """The user's interruption dropped the reply: the model is fed silence until it chooses silence
+        itself (or an answer to the interruption has waited MAX_TURN_WAIT_FRAMES), so the dropped reply
+        is not carried on in the user's next pause; the answer to wait for is the interruption's."""
+        self.hushed = True
+        self.after_drop = True
+        self.oracle_started = self.answer_waiting = False
+
+    @property
+    def holding_back(self) -> bool:
+        """After an interruption, until an answer to it is fed or the user has been quiet for
+        MAX_TURN_WAIT_FRAMES: what the model says now would be said in a pause of the interruption
+        ("Stop, stop. [pause] What is...") from the answer it interrupted."""
+        return self.after_drop and not self.answer_waiting and self.turn_start.quiet < MAX_TURN_WAIT_FRAMES
+
     def repeats_last_word(self, tok: int) -> bool:
         """Would `tok` say again the one-piece word said last ("gold is is is Au.")? A front-end that
         has caught up with the oracle feed, waiting for its next word, tends to say the last one
@@ -163,6 +187,13 @@ class CompactState:
         silent to see whether it recovers), as if the model had chosen it."""
         if not speaking(vad_prob):
             logp = without_yield(logp)
+        if self.hushed and forced is None:
+            if int(torch.argmax(logp)) <= END or (self.answer_waiting
+                                                 and self.turn_start.quiet >= MAX_TURN_WAIT_FRAMES):
+                self.hushed = False  # it stopped by itself, or the interruption's answer is due
+            else:
+                self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
+                forced = PAD
         tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting) if forced is None else forced
         self.began_reply = False
         if tok <= END:
@@ -173,7 +204,7 @@ class CompactState:
             if self.quiet_run >= RESPONSE_GAP_FRAMES:
                 self.said = []
                 self.began_reply = True
-                self.oracle_started = self.answer_waiting = False
+                self.oracle_started = self.answer_waiting = self.after_drop = False
             if not self.looping and completes_a_loop(self.said, tok):
                 self.looping = True
                 self.loops_stopped += 1

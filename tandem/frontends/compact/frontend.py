@@ -83,10 +83,15 @@ class Mouth:
         self.word: list[int] = []
         self.pending: list[str] = []
         self.skip = 0  # pieces of a word voiced ahead (`say`'s `ahead`) still to come from the model
+        self.dropped = False  # a DROP decision since the front-end last looked (`take_drop`)
         self.judge.reset()
         self.yielded = False  # the user interrupted the reply: nothing is voiced until they stop
         if self.voicer is not None:
             self.voicer.clear()
+
+    def take_drop(self) -> bool:
+        dropped, self.dropped = self.dropped, False
+        return dropped
 
     def take_decisions(self) -> list[Decision]:
         out = list(self.decisions)
@@ -98,11 +103,13 @@ class Mouth:
             self.pending.append(self.tokenizer.decode(self.word).strip())
             self.word = []
 
-    def say(self, tok: int, began_reply: bool, user: UserFrame, ahead: list[int] | None = None) -> FrontEndOutput:
+    def say(self, tok: int, began_reply: bool, user: UserFrame, ahead: list[int] | None = None,
+            hold: bool = False) -> FrontEndOutput:
         """One frame: the model's token `tok`. `ahead`: when `tok` continues an oracle word that the word
         cursor will finish (decoding.word_ahead), the pieces it will give in the next frames: the word
         is complete now, and goes to the voice now rather than a piece a frame later (a five-piece
-        "Australia" kept the voice waiting 0.3 s)."""
+        "Australia" kept the voice waiting 0.3 s). `hold`: after an interruption dropped the reply, keep
+        quiet in the user's pauses too (decoding.CompactState.holding_back)."""
         if began_reply and not self.yielded:
             # barge-in counts the user's speech since the reply began: the voice activity of the
             # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
@@ -138,7 +145,7 @@ class Mouth:
                 self._apply(d)
         if self.yielded:
             self.pending = []
-            self.yielded = talking_over
+            self.yielded = talking_over or hold
         # while paused the voice's remaining audio does not shrink: the model's words wait in
         # `pending` and follow on after a resume
         if self.pending and self.voicer.remaining_s() < REFILL_S:
@@ -157,6 +164,7 @@ class Mouth:
         else:  # DROP: a real interruption; the segment under way is cut where it paused
             self.voicer.clear()
             self.yielded = True
+            self.dropped = True
 
     def close(self) -> None:
         if self.voicer is not None:
@@ -228,7 +236,14 @@ class CompactFrontEnd:
         if self.pool is not None:
             return self.pool.step_many([self], [user], [oracle_token])[0]
         tok = step(self.model, self.cache, [0], [self.state], [self.frame_input(user, oracle_token)])[0]
-        return self.mouth.say(tok, self.state.began_reply, user, self.state.ahead)
+        return self.spoken(tok, user)
+
+    def spoken(self, tok: int, user: UserFrame) -> FrontEndOutput:
+        """This frame's token through the Mouth; an interruption that dropped the reply hushes the model."""
+        out = self.mouth.say(tok, self.state.began_reply, user, self.state.ahead, self.state.holding_back)
+        if self.mouth.take_drop():
+            self.state.hush()
+        return out
 
     def step_batch(self, users: list[UserFrame], oracle_tokens: list[int]) -> list[FrontEndOutput]:
         return [self.step(u, t) for u, t in zip(users, oracle_tokens)]
@@ -306,6 +321,6 @@ class CompactPool:
         else:
             for key, t in cache.items():
                 self.cache[key].index_copy_(1 if key in ("k", "v") else 0, idx, t)
-        return [fe.mouth.say(tok, fe.state.began_reply, u, fe.state.ahead) for fe, tok, u in zip(fes, toks, users)]
+        return [fe.spoken(tok, u) for fe, tok, u in zip(fes, toks, users)]
 
 __all__ = ["CompactFrontEnd", "CompactPool", "DEFAULT_CHECKPOINT", "MAX_LOOP_BLOCK", "SAMPLE_RATE", "completes_a_loop"]
