@@ -48,7 +48,7 @@ MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of...
 # with an answer fed by the oracle stream since the last reply, a turn still not taken this many quiet
 # frames after the user's voice stopped is taken: a safety net for the model that lets the moment pass
 # (a question of the dev dialogues got no reply at all, its oracle "A spider has 8 legs." waiting)
-MAX_TURN_WAIT_FRAMES = 8  # 0.64 s; the model itself starts 2-3 frames after the voice stops
+MAX_TURN_WAIT_FRAMES = 12  # 0.96 s: longer than most pauses inside a turn; the model itself starts 2-3 frames after
 
 
 class TurnStart:
