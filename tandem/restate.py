@@ -116,10 +116,15 @@ _RULE_WORDS = frozenset(_PAST.values()) | frozenset(_PERSON.values()) | frozense
 BARE_ANSWER_WORDS = 3  # a first sentence this short is the answer alone ("Bangkok.", "It is Bangkok.")
 
 
+_LIST_MARKER = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])(?:\s+|$)")
+
+
 def splice(opening: str, question: str, reply: str) -> str | None:
     """`reply` rewritten to continue `opening`; None when no clean splice exists: the reply's first
     sentence must be about what the opening says (hold its words: "Bangkok is the capital of
     Thailand.") or be a bare answer."""
+    # a list's number is no answer: after a reply that was a list, SmolLM2 answers "1. William Shakespeare"
+    reply = _LIST_MARKER.sub("", reply)
     ow, rw = _norm_words(opening), _norm_words(reply)
     if rw[: len(ow)] == ow:
         return reply
@@ -180,12 +185,13 @@ class Splicer:
             self.continued = self.continued or bool(text.strip())
             return text
         self._held += text
-        ow, hw = _norm_words(self.opening), _norm_words(self._held)
-        complete = bool(re.search(r"[.!?](\s|$)", self._held))
+        held = _LIST_MARKER.sub("", self._held)  # "1. William Shakespeare": the list's number is no sentence
+        ow, hw = _norm_words(self.opening), _norm_words(held)
+        complete = bool(re.search(r"[.!?](\s|$)", held))
         if len(hw) > len(ow) and hw[: len(ow)] == ow:
-            return self._release(self._held)
+            return self._release(held)
         if hw and hw[: len(ow)] != ow[: len(hw)] and complete:
-            return self._release(splice(self.opening, self.question, self._held) or self._held)
+            return self._release(splice(self.opening, self.question, held) or held)
         return ""
 
     def flush(self) -> str:

@@ -49,6 +49,9 @@ def test_restate(question, opening):
     # an opening that names nothing goes on with a number or a name only, and "I" is no name
     ("There are", "How many hours are in a day?", "I'm sorry to cut in on the hours, but I can't help it.", None),
     ("There are", "How many hours are in a day?", "A day has 24 hours.", "There are 24."),
+    # a list's number is no answer (a reply in the list form of the last one)
+    ("Romeo and Juliet was written by", "Who wrote Romeo and Juliet", "1. William Shakespeare",
+     "Romeo and Juliet was written by William Shakespeare."),
 ])
 def test_splice(opening, question, reply, spliced):
     assert splice(opening, question, reply) == spliced
@@ -91,3 +94,9 @@ def test_the_users_words_about_themselves_are_said_back_in_the_second_person():
     assert restate("How many settings does my kettle have?") == "Your kettle has"
     assert restate("Where is my order?") == "Your order is"
     assert restate("What is the capital of France?") == "The capital of France is", "no pronoun, no change"
+
+
+def test_the_splicer_skips_a_list_number_the_reply_opens_with():
+    s = Splicer("Romeo and Juliet was written by", "Who wrote Romeo and Juliet")
+    out = [s.push(p) for p in ["1", ".", " William", " Shakespeare"]] + [s.flush()]
+    assert "".join(out) == "William Shakespeare." and not s.replaces
