@@ -44,7 +44,9 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
                               meta=meta, supervisor=stack.supervisor,
                               knowledge=stack.knowledge if config.knowledge else None)
             assistant = await session.run(frames_of(audio.samples), finish_reply_s)
-            n = len(audio.samples) if not finish_reply_s else max(len(audio.samples), len(assistant))
+            # as long as the input, unless the reply went on past its end
+            extra = session.timeline.meta.get("finished_reply_s", 0.0)
+            n = len(audio.samples) if not extra else max(len(audio.samples), len(assistant))
             return RunResult(assistant[:n], session.timeline, audio)
         finally:
             if voicer is not None:
