@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of turns whose first oracle comes as late as on the real stack (a harder variant)")
     e.add_argument("--no-word-cursor", action="store_true",
                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
+    e.add_argument("--copy-any-oracle", action="store_true",
+                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
     rp = sub.add_parser("replay", help="recorded timelines through compact checkpoints, offline (no Listener, LLM or voice)")
     rp.add_argument("timelines", type=Path, nargs="+", help="timeline JSON files (from run, bench or serve --record)")
@@ -117,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
     rp.add_argument("--no-word-cursor", action="store_true",
                     help="decode without completing copied oracle words from the oracle (to measure the cursor)")
+    rp.add_argument("--copy-any-oracle", action="store_true",
+                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
     b = sub.add_parser("bench", help="spoken questions (or dialogues) through the modes, with latency figures")
     what = b.add_mutually_exclusive_group(required=True)
@@ -171,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
+    v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
+                   help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
+                        "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
     _add_llm_args(v)
     _add_knowledge_args(v)
     add_moshi_args(v)
@@ -198,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--record", type=Path, default=None, help="--record DIR for the server started for the run")
     lt.add_argument("--llm-parallel", type=int, default=1, metavar="N",
                     help="--llm-parallel N for the server started for the run")
+    lt.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for the server started for the run (repeat for several: "
+                         "--server-arg=--input-keep --server-arg=-1)")
     lt.add_argument("--out", type=Path, default=None, help="write the per-session results as JSON")
     _add_llm_args(lt)
     return ap
@@ -302,7 +312,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         llm_concurrency=args.llm_concurrency or args.llm_parallel, llm_parallel=args.llm_parallel,
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
-        limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout))
+        limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
+                      input_keep_s=args.input_keep))
     return serve(opts)
 
 
@@ -341,11 +352,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise TandemError(f"no checkpoint at {path}; train one with `tandem train compact`")
     torch.set_num_threads(1)
     model, tok, meta = load_checkpoint(path)
+    model.copy_since_reset = not args.copy_any_oracle
     if not 0.0 <= args.late_first_oracle <= 1.0:
         raise TandemError("--late-first-oracle is a share between 0 and 1")
     res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy,
                       late_first_oracle_p=args.late_first_oracle, word_cursor=not args.no_word_cursor),
-           **step_times(model), "checkpoint_meta": meta}
+           **step_times(model), "copy_since_reset": model.copy_since_reset, "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:
@@ -375,6 +387,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
         fe = CompactFrontEnd(ck)
         fe.word_cursor = not args.no_word_cursor
+        fe.model.copy_since_reset = not args.copy_any_oracle
         results = [replay(tl, fe, name, policy=args.oracle_policy) for name, tl in timelines]
         print(f"== {ck}")
         for r in results:

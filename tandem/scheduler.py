@@ -32,6 +32,7 @@ from . import timeline as tl
 from .backchannel import is_backchannel
 from .conversation import Conversation
 from .llm.prompt import DEFAULT_FORM
+from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
@@ -285,6 +286,7 @@ class OracleScheduler:
 
     async def _run(self, st: _Stream, request: OracleRequest) -> None:
         guard = RoleEchoGuard()
+        repeat = RepeatGuard(earlier_replies(request.turns, request.standalone))
         try:
             async with aclosing(self.provider.answer(request, self._note)) as deltas:
                 async for delta in deltas:
@@ -295,15 +297,16 @@ class OracleScheduler:
                         self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
                                           ttft_s=round(st.first_token_t - st.started_t, 4))
                     st.text += delta
-                    self._pass_on(st, self._spliced(st, guard.push(delta)))
-                    if guard.stopped:
+                    self._pass_on(st, self._spliced(st, repeat.push(guard.push(delta))))
+                    if guard.stopped or repeat.stopped:
                         break  # closing the stream closes the request, as a cancel does
             if st.sid not in self._live:
                 return
-            self._pass_on(st, self._spliced(st, guard.flush(), end=True))
+            rest = "" if repeat.stopped else repeat.push(guard.flush()) + repeat.flush()
+            self._pass_on(st, self._spliced(st, rest, end=True))
             st.ended = "done"
-            self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text,
-                              **({"cut": "role marker"} if guard.stopped else {}))
+            cut = "role marker" if guard.stopped else "an earlier reply again" if repeat.stopped else None
+            self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text, **({"cut": cut} if cut else {}))
             if self._adopted == st.sid:
                 self.emit("end", "")
         except asyncio.CancelledError:

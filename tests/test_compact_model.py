@@ -16,6 +16,7 @@ def inputs(B=2, T=20, seed=1):
 
 def test_streaming_steps_equal_the_full_forward_past_the_window():
     m = tiny(window=8)
+    m.copy_since_reset = False  # the training forward lets the pointer see every oracle in the window
     user, vad, oracle, prev = inputs(T=30)
     with torch.no_grad():
         full = m(user, vad, oracle, prev)
@@ -68,6 +69,7 @@ def test_pointer_follow_streaming_equals_forward_given_the_copies_it_tracked():
     """The step tracks which oracle frame each emitted token was copied from; the full forward with
     that same `last_src` gives the same output, past the window too."""
     m = tiny(window=8, pointer_follow=True)
+    m.copy_since_reset = False  # as the training forward
     T = 30
     user, vad, oracle, _ = inputs(T=T)
     oracle = torch.where(torch.arange(T) % 3 == 0, torch.zeros_like(oracle), oracle)  # some PAD frames
@@ -97,3 +99,24 @@ def test_pointer_follow_favours_the_frame_after_the_last_copy():
     with torch.no_grad():
         _, attn = m(user, vad, oracle, prev, last_src=last, return_attn=True)
     assert int(attn[0, 9].argmax()) == 3 and float(attn[0, 9, 3]) > 0.9
+
+
+def test_streaming_pointer_copies_only_from_the_oracle_since_its_last_start():
+    """A reset withdraws the oracle before it: an earlier answer (10, 11) is never read out for the
+    new one (12, 13), however the pointer would favour it."""
+    m = tiny()
+    with torch.no_grad():
+        m.copy_gate.bias.fill_(50.0)  # force the pointer
+        m.copy_gate.weight.zero_()
+        oracle = [2, 10, 11, 0, 2, 12, 13, 0]
+        for since in (True, False):
+            m.copy_since_reset = since
+            st = m.new_state(1)
+            for o in oracle:
+                logp = m.step(st, torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, dtype=torch.long),
+                              torch.tensor([o]), torch.zeros(1, dtype=torch.long))
+            p = logp.exp()[0]
+            if since:
+                assert float(p[12] + p[13]) > 0.99 and float(p[10] + p[11]) < 1e-6
+            else:
+                assert float(p[10] + p[11]) > 0.01, "without the rule the old oracle is still in reach"

@@ -143,6 +143,22 @@ async def test_a_reply_about_the_user_is_an_echo_and_never_spoken():
         await sched.aclose()
 
 
+async def test_the_previous_reply_said_again_for_a_new_question_never_replaces_the_oracle():
+    """SmolLM2 answers the start of a new question with its last reply (seen in a live session: "How
+    many legs" -> "The largest planet in the solar system is Jupiter."): that is no oracle."""
+    again = FakeLLMBehaviour(tokens=["The", " largest", " planet", " in", " the", " solar", " system", " is",
+                                     " Jupiter", ".", " It", " is", " big", "."])
+    with FakeOpenAIServer(again) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.conv.on_final("What is the largest planet in the solar system?")
+        sched.conv.on_assistant("The largest planet in the solar system is Jupiter.")
+        sched.on_partial("How many legs")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert emitted == [] and not timeline.of_kind(tl.LLM_ADOPT)
+        assert timeline.of_kind(tl.LLM_DONE)[0]["cut"] == "an earlier reply again"
+        await sched.aclose()
+
+
 async def test_restart_cancels_the_superseded_stream_and_only_the_new_one_speaks():
     slow = FakeLLMBehaviour(tokens=[f" a{i}" for i in range(50)], token_delay_s=0.02)
     with FakeOpenAIServer(slow) as srv:

@@ -10,7 +10,7 @@ import numpy as np
 from aiohttp import web
 
 from fakes import FakeFrontEnd, FakeOpenAIServer, FakeTTS
-from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
+from tandem.audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, make_app
@@ -120,6 +120,39 @@ def test_input_buffer_pads_underruns_with_silence_and_drops_the_oldest_beyond_it
     buf.push(np.arange(5 * FRAME_SAMPLES, dtype=np.float32))
     assert buf.size == 3 * FRAME_SAMPLES and buf.dropped_samples == 2 * FRAME_SAMPLES
     assert buf.take()[0] == 2 * FRAME_SAMPLES, "the newest audio is kept"
+
+
+def test_input_buffer_skips_a_pause_to_end_a_standing_lag_but_never_speech():
+    keep = FRAME_SAMPLES // 2
+    buf = InputBuffer(max_samples=20 * FRAME_SAMPLES, keep_samples=keep, window=5)
+    speech = np.full(FRAME_SAMPLES, 0.3, np.float32)
+    pause = np.zeros(FRAME_SAMPLES, np.float32)
+    for _ in range(4):  # a burst: four frames of speech arrive at once, then one per tick
+        buf.push(speech)
+    heard = []
+    for _ in range(10):  # the user keeps talking: nothing may be skipped, the lag stands
+        buf.push(speech)
+        heard.append(buf.take())
+    assert buf.skipped_samples == 0 and all(f.min() == 0.3 for f in heard)
+    assert buf.lag_ms() >= 3 * FRAME_S * 1e3 - 1
+    for _ in range(10):  # a pause: the lag is skipped while it is quiet, down to what is kept
+        buf.push(pause)
+        buf.take()
+    assert 0 < buf.skipped_samples <= 4 * FRAME_SAMPLES - keep
+    assert buf.size <= keep + FRAME_SAMPLES, "the standing lag is gone"
+    buf.push(speech)
+    assert buf.take().max() == 0.3, "speech after the pause is heard in the next frame"
+    assert buf.dropped_samples == 0 and buf.underruns == 0
+
+
+def test_input_buffer_keeps_a_lag_when_told_to():
+    buf = InputBuffer(max_samples=20 * FRAME_SAMPLES, keep_samples=-1, window=5)
+    for _ in range(4):
+        buf.push(np.zeros(FRAME_SAMPLES, np.float32))
+    for _ in range(10):
+        buf.push(np.zeros(FRAME_SAMPLES, np.float32))
+        buf.take()
+    assert buf.skipped_samples == 0 and buf.size == 4 * FRAME_SAMPLES
 
 
 def test_token_bucket_allows_bursts_then_the_sustained_rate():

@@ -40,15 +40,29 @@ log = logging.getLogger(__name__)
 class InputBuffer:
     """Decoded client audio waiting for the ticker. The ticker takes one frame per tick, padded
     with silence when the client has not sent enough in time (an underrun); beyond `max_samples`
-    the oldest audio is dropped (a client sending faster than real time must not build latency)."""
+    the oldest audio is dropped (a client sending faster than real time must not build latency).
 
-    def __init__(self, max_samples: int) -> None:
+    Audio that arrives in a burst (the session went live after the client had started sending, a
+    stall of the server or of the network) would otherwise wait here for the rest of the session,
+    delaying every later word the user says by as much: the lowest level over the last `window`
+    takes is such standing lag (what jitter alone explains comes and goes within a few ticks). Beyond
+    `keep_samples` of it, the quiet head of the buffer is skipped, in a pause, so that no speech the
+    Listener needs is lost. `keep_samples` < 0 turns this off."""
+
+    QUIET_RMS = 0.01  # a 10 ms block below this (-40 dBFS) is a pause that can be skipped
+    BLOCK = SAMPLE_RATE // 100
+
+    def __init__(self, max_samples: int, keep_samples: int = -1, window: int = 25) -> None:
         self.max_samples = max_samples
+        self.keep_samples = keep_samples
         self._chunks: deque[np.ndarray] = deque()
         self.size = 0
         self.started = False
         self.underruns = 0
         self.dropped_samples = 0
+        self.skipped_samples = 0  # quiet audio skipped to end a standing lag
+        self.waiting: deque[int] = deque(maxlen=250)  # samples left waiting after each take: the input's lag
+        self._recent: deque[int] = deque(maxlen=window)
 
     def push(self, pcm: np.ndarray) -> None:
         if not len(pcm):
@@ -57,16 +71,22 @@ class InputBuffer:
         self.size += len(pcm)
         self.started = True
         while self.size > self.max_samples:
-            excess = self.size - self.max_samples
+            self._drop_head(self.size - self.max_samples)
+
+    def _drop_head(self, n: int, counted: bool = True) -> None:
+        while n > 0 and self._chunks:
             head = self._chunks[0]
-            if len(head) <= excess:
+            m = min(n, len(head))
+            if m == len(head):
                 self._chunks.popleft()
-                self.size -= len(head)
-                self.dropped_samples += len(head)
             else:
-                self._chunks[0] = head[excess:]
-                self.size -= excess
-                self.dropped_samples += excess
+                self._chunks[0] = head[m:]
+            self.size -= m
+            n -= m
+            if counted:
+                self.dropped_samples += m
+            else:
+                self.skipped_samples += m
 
     def take(self, n: int = FRAME_SAMPLES) -> np.ndarray:
         out = np.zeros(n, np.float32)
@@ -83,7 +103,37 @@ class InputBuffer:
         self.size -= filled
         if filled < n and self.started:
             self.underruns += 1
+        if self.started:
+            self.waiting.append(self.size)
+            self._recent.append(self.size)
+            self._end_standing_lag()
         return out
+
+    def _end_standing_lag(self) -> None:
+        if self.keep_samples < 0 or len(self._recent) < (self._recent.maxlen or 0):
+            return
+        excess = min(self._recent) - self.keep_samples
+        if excess < self.BLOCK:
+            return
+        quiet = self._quiet_head(excess)
+        if quiet:
+            self._drop_head(quiet, counted=False)
+            self._recent.clear()  # the levels before the skip no longer say anything
+
+    def _quiet_head(self, limit: int) -> int:
+        """How many samples (whole 10 ms blocks, at most `limit`) at the head of the buffer are quiet."""
+        head = np.concatenate(list(self._chunks))[: limit - limit % self.BLOCK] if self._chunks else np.zeros(0)
+        if len(head) < self.BLOCK:
+            return 0
+        blocks = head[: len(head) - len(head) % self.BLOCK].reshape(-1, self.BLOCK)
+        loud = np.sqrt((blocks ** 2).mean(axis=1)) >= self.QUIET_RMS
+        first_loud = int(np.argmax(loud)) if loud.any() else len(blocks)
+        return first_loud * self.BLOCK
+
+    def lag_ms(self) -> float:
+        """Median audio left waiting after a take over the last ~20 s: how long the client's speech sits
+        here before the session hears it."""
+        return round(float(np.median(self.waiting)) / SAMPLE_RATE * 1e3, 1) if self.waiting else 0.0
 
 
 # timeline event kind -> extension event type (docs/PROTOCOL.md)
@@ -151,7 +201,8 @@ class Client:
         self.encoder = encoder
         self.reader = sphn.OpusStreamReader(SAMPLE_RATE)
         self.writer = sphn.OpusStreamWriter(SAMPLE_RATE)  # used on the encoder thread only
-        self.inbuf = InputBuffer(int(limits.max_buffered_s * SAMPLE_RATE))
+        self.inbuf = InputBuffer(int(limits.max_buffered_s * SAMPLE_RATE),
+                                 int(limits.input_keep_s * SAMPLE_RATE) if limits.input_keep_s >= 0 else -1)
         self.recorder = recorder
         self.sendq: asyncio.Queue[bytes | tuple[int, str]] = asyncio.Queue(maxsize=limits.send_queue_messages)
         self.sender: asyncio.Task | None = None
@@ -306,4 +357,5 @@ class Client:
         late = np.asarray(t.frame_late_ms[-250:], float)
         return {"type": "stats", "t": round(self.session.clock.now(), 3), "frames": len(t.frame_t),
                 "deadline_misses": self.misses, "late_p99_ms": round(float(np.percentile(late, 99)), 2) if len(late) else 0.0,
-                "underruns": self.inbuf.underruns, "dropped_s": round(self.inbuf.dropped_samples / SAMPLE_RATE, 3)}
+                "underruns": self.inbuf.underruns, "input_lag_ms": self.inbuf.lag_ms(),
+                "skipped_s": round(self.inbuf.skipped_samples / SAMPLE_RATE, 3), "dropped_s": round(self.inbuf.dropped_samples / SAMPLE_RATE, 3)}

@@ -54,6 +54,7 @@ class SessionReport:
     frames: int = 0
     late_p99_ms: float = 0.0
     underruns: int = 0
+    input_lag_ms: float = 0.0  # median audio waiting in the server's input buffer (from its stats)
     pages: int = 0
     errors: list[str] = field(default_factory=list)
     close_code: int | None = None
@@ -106,6 +107,7 @@ async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndar
         if stats:
             rep.deadline_misses, rep.frames = stats[-1]["deadline_misses"], stats[-1]["frames"]
             rep.late_p99_ms, rep.underruns = stats[-1]["late_p99_ms"], stats[-1]["underruns"]
+            rep.input_lag_ms = stats[-1].get("input_lag_ms", 0.0)
         rep.pages = c.got.pages
         rep.errors += c.got.errors
         rep.said = "".join(c.got.texts).strip()[:200]
@@ -191,6 +193,7 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
         "frames": sum(r.frames for r in reports),
         "late_p99_ms_worst": max((r.late_p99_ms for r in reports), default=0.0),
         "underruns": sum(r.underruns for r in reports),
+        "input_lag_ms_max": max((r.input_lag_ms for r in reports), default=0.0),
         "errors": sum(len(r.errors) for r in reports),
         "server": status,
     }
@@ -268,6 +271,7 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa:
         cmd += ["--llm-url", args.llm_url] + (["--llm-model", args.llm_model] if args.llm_model else [])
     if args.record:
         cmd += ["--record", str(args.record)]
+    cmd += list(getattr(args, "server_arg", None) or [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -318,13 +322,13 @@ def _one_run(args, n: int, audios: list[np.ndarray], answers: list[list[str]], t
 
 def _print_sessions(reports: list[SessionReport]) -> None:
     print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'answered':>8} "
-          f"{'misses':>6} {'late p99':>8} {'underruns':>9} {'errors':>6}")
+          f"{'misses':>6} {'late p99':>8} {'underruns':>9} {'input lag':>9} {'errors':>6}")
     for r in reports:
         oc = f"{statistics.median(r.onsets_client_s):.2f} s" if r.onsets_client_s else "-"
         os_ = f"{statistics.median(r.onsets_server_s):.2f} s" if r.onsets_server_s else "-"
         ans = f"{sum(1 for x in r.answers_heard_s if x is not None and x <= ANSWER_WINDOW_S)}/{len(r.answers_heard_s)}"
         print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
-              f"{r.underruns:>9} {len(r.errors):>6}")
+              f"{r.underruns:>9} {r.input_lag_ms:>7.0f}ms {len(r.errors):>6}")
 
 
 def capacity_table(rows: list[dict[str, Any]]) -> str:
@@ -381,7 +385,8 @@ def run_loadtest(args) -> int:  # noqa: ANN001
                    {k: v for k, v in asdict(r).items() if k != "turn_audio"} for r in all_reports[s["sessions"]]]}
                         for s in rows],
                "capacity": cap, "targets": TARGETS,
-               "args": {"sessions": counts, "duration": args.duration, "mode": args.mode, "voice": args.voice}}
+               "args": {"sessions": counts, "duration": args.duration, "mode": args.mode, "voice": args.voice,
+                        "server_args": list(getattr(args, "server_arg", None) or [])}}
         if len(rows) == 1:  # the layout single runs always had
             out["summary"], out["sessions"] = rows[0], out["runs"][0]["sessions"]
         args.out.write_text(json.dumps(out, indent=1))

@@ -51,6 +51,7 @@ class Limits:
     byte_burst: int = 256 * 1024
     max_strikes: int = 20  # malformed messages (empty, unknown kind, text frames) tolerated before closing
     max_buffered_s: float = 1.0  # decoded input audio waiting for the ticker; older audio is dropped beyond
+    input_keep_s: float = 0.08  # standing input lag kept (a frame: room for jitter); beyond it, pauses are skipped (< 0: never)
     idle_timeout_s: float = 60.0  # no audio message from the client for this long closes the session
     session_timeout_s: float = 3600.0  # total length of one session
     send_queue_messages: int = 400  # server -> client backlog (~10 s); a client that stops reading is closed

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tokenizer import END
+from .tokenizer import END, START
 
 
 @dataclass
@@ -87,6 +87,9 @@ class CompactLM(nn.Module):
     def __init__(self, c: CompactConfig) -> None:
         super().__init__()
         self.c = c
+        # streaming: the pointer copies only from the oracle fed since the stream's last START; a reset
+        # withdraws the oracle before it (an earlier question's answer must not be read out for this one)
+        self.copy_since_reset = True
         self.emb_out = nn.Embedding(c.vocab, c.d)
         self.emb_oracle = nn.Embedding(c.vocab, c.d)
         self.emb_user = nn.ModuleList(nn.Embedding(c.vocab, c.d) for _ in range(c.user_slots))
@@ -178,6 +181,7 @@ class CompactLM(nn.Module):
             "last_src": torch.full((batch,), -1, dtype=torch.long),  # frame copied last
             "attn": torch.zeros(batch, c.window),  # the pointer's attention at the previous step
             "copied_w": torch.zeros(batch),  # the pointer's weight on the frame `prev` was copied from (0: not copied)
+            "reset_pos": torch.full((batch,), -1, dtype=torch.long),  # frame of the oracle stream's last START
         }
 
     @staticmethod
@@ -191,6 +195,7 @@ class CompactLM(nn.Module):
         state["last_src"][b] = -1
         state["attn"][b].zero_()
         state["copied_w"][b] = 0.0
+        state["reset_pos"][b] = -1
 
     @torch.no_grad()
     def step(self, state: dict[str, torch.Tensor], user, vad, oracle, prev) -> torch.Tensor:
@@ -215,7 +220,11 @@ class CompactLM(nn.Module):
         h = self.norm(x)  # [B,1,D]
         state["h"].scatter_(1, slot.view(B, 1, 1).expand(B, 1, self.c.d), h)
         state["oracle"].scatter_(1, slot[:, None], oracle[:, None])
-        allowed = (valid & (state["oracle"] > END))[:, None, :]
+        allowed = valid & (state["oracle"] > END)
+        if self.copy_since_reset:
+            state["reset_pos"].copy_(torch.where(oracle == START, pos, state["reset_pos"]))
+            allowed = allowed & (sp > state["reset_pos"][:, None])
+        allowed = allowed[:, None, :]
         follow = self._follow(sp[:, None, :], state["last_src"][:, None])
         logp, attn = self._mix(h, state["h"], state["oracle"], allowed, follow)
         if attn is not None:

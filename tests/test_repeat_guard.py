@@ -1,0 +1,44 @@
+"""The repeat guard: an earlier reply said again for another question is never passed on."""
+import pytest
+
+from tandem.llm.repeat_guard import RepeatGuard, earlier_replies
+
+DIALOGUE = (("user", "What is the largest planet in the solar system?"),
+            ("assistant", "The largest planet in the solar system is Jupiter. It is a gas giant."),
+            ("user", "What is the capital of France?"),
+            ("assistant", "The capital of France is Paris."))
+
+
+def guarded(question: str, pieces: list[str], turns=DIALOGUE) -> tuple[str, bool]:
+    g = RepeatGuard(earlier_replies(turns, question))
+    out = [g.push(p) for p in pieces] + [g.flush()]
+    return "".join(out), g.stopped
+
+
+@pytest.mark.parametrize("question, pieces, said, stopped", [
+    # a partial of a new question answered with the reply before: nothing of it is passed on
+    ("How many legs", ["The", " largest planet", " in the solar", " system is", " Jupiter", "."], "", True),
+    ("How many legs", ["The capital of France is Paris", "."], "", True),
+    # the same opening, then the reply of its own: held while it could be the old one, then passed on whole
+    ("And of Germany?", ["The", " capital", " of", " Germany", " is Berlin."], "The capital of Germany is Berlin.", False),
+    ("How many legs does a spider have?", ["A spider", " has 8 legs."], "A spider has 8 legs.", False),
+    # "Paris" is a word of its own, "Pari" could still be the old one
+    ("Where is the Louvre?", ["The capital of France is Pari", "sian", " art."], "The capital of France is Parisian art.", False),
+    # the same question asked again may have the same answer, and so may its partial
+    ("What is the capital of France?", ["The capital of France is Paris."], "The capital of France is Paris.", False),
+    ("What is the capital", ["The capital of France is Paris."], "The capital of France is Paris.", False),
+    # a reply that stops short of the old one is its own
+    ("Tell me about space", ["The largest planet"], "The largest planet", False),
+])
+def test_repeat_guard(question, pieces, said, stopped):
+    assert guarded(question, pieces) == (said, stopped)
+
+
+def test_short_replies_may_be_the_same_twice():
+    turns = (("user", "Which planet is the largest?"), ("assistant", "Jupiter."))
+    assert guarded("And the heaviest?", ["Jupiter", "."], turns) == ("Jupiter.", False)
+
+
+def test_with_no_earlier_reply_everything_passes_at_once():
+    g = RepeatGuard(earlier_replies((), "What is it?"))
+    assert g.push("The") == "The"
