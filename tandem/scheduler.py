@@ -286,7 +286,7 @@ class OracleScheduler:
 
     async def _run(self, st: _Stream, request: OracleRequest) -> None:
         guard = RoleEchoGuard()
-        repeat = RepeatGuard(earlier_replies(request.turns, request.standalone))
+        repeat = RepeatGuard(earlier_replies(request.turns, request.standalone, partial=bool(request.partial)))
         try:
             async with aclosing(self.provider.answer(request, self._note)) as deltas:
                 async for delta in deltas:

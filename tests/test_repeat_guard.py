@@ -9,8 +9,8 @@ DIALOGUE = (("user", "What is the largest planet in the solar system?"),
             ("assistant", "The capital of France is Paris."))
 
 
-def guarded(question: str, pieces: list[str], turns=DIALOGUE) -> tuple[str, bool]:
-    g = RepeatGuard(earlier_replies(turns, question))
+def guarded(question: str, pieces: list[str], turns=DIALOGUE, partial: bool = True) -> tuple[str, bool]:
+    g = RepeatGuard(earlier_replies(turns, question, partial))
     out = [g.push(p) for p in pieces] + [g.flush()]
     return "".join(out), g.stopped
 
@@ -27,11 +27,19 @@ def guarded(question: str, pieces: list[str], turns=DIALOGUE) -> tuple[str, bool
     # the same question asked again may have the same answer, and so may its partial
     ("What is the capital of France?", ["The capital of France is Paris."], "The capital of France is Paris.", False),
     ("What is the capital", ["The capital of France is Paris."], "The capital of France is Paris.", False),
+    ("What is the largest planet in this", ["The largest planet in the solar system is Jupiter."],
+     "The largest planet in the solar system is Jupiter.", False),  # a partial's last word is still wrong
     # a reply that stops short of the old one is its own
     ("Tell me about space", ["The largest planet"], "The largest planet", False),
 ])
 def test_repeat_guard(question, pieces, said, stopped):
     assert guarded(question, pieces) == (said, stopped)
+
+
+def test_a_final_that_differs_in_its_last_word_is_another_question():
+    pieces = ["The capital of France is Paris."]
+    assert guarded("What is the capital of Germany?", pieces, partial=False) == ("", True)
+    assert guarded("What is the capital of France?", pieces, partial=False) == ("The capital of France is Paris.", False)
 
 
 def test_short_replies_may_be_the_same_twice():

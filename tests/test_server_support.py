@@ -114,34 +114,49 @@ def test_input_buffer_pads_underruns_with_silence_and_drops_the_oldest_beyond_it
     buf = InputBuffer(max_samples=3 * FRAME_SAMPLES)
     assert not buf.take().any() and buf.underruns == 0, "silence before the client speaks is not an underrun"
     buf.push(np.ones(FRAME_SAMPLES // 2, np.float32))
-    frame = buf.take()
+    assert not buf.take().any() and buf.underruns == 0, "half a frame: not started yet"
+    buf.push(np.ones(FRAME_SAMPLES, np.float32))
+    assert buf.take().all()
+    frame = buf.take()  # the client is late: half a frame is there
     assert frame[: FRAME_SAMPLES // 2].all() and not frame[FRAME_SAMPLES // 2:].any()
-    assert buf.underruns == 1
+    assert buf.underruns == 0, "counted once the late audio comes"
     buf.push(np.arange(5 * FRAME_SAMPLES, dtype=np.float32))
+    assert buf.underruns == 1 and list(buf.underrun_takes) == [1]
     assert buf.size == 3 * FRAME_SAMPLES and buf.dropped_samples == 2 * FRAME_SAMPLES
     assert buf.take()[0] == 2 * FRAME_SAMPLES, "the newest audio is kept"
+
+
+def test_a_client_that_stops_sending_makes_no_underruns():
+    buf = InputBuffer(max_samples=10 * FRAME_SAMPLES)
+    buf.push(np.ones(2 * FRAME_SAMPLES, np.float32))
+    for _ in range(6):
+        buf.take()
+    assert buf.underruns == 0
 
 
 def test_input_buffer_skips_a_pause_to_end_a_standing_lag_but_never_speech():
     keep = FRAME_SAMPLES // 2
     buf = InputBuffer(max_samples=20 * FRAME_SAMPLES, keep_samples=keep, window=5)
     speech = np.full(FRAME_SAMPLES, 0.3, np.float32)
+    word_gap = speech.copy()
+    word_gap[:FRAME_SAMPLES * 3 // 4] = 0.0  # 60 ms of quiet inside speech: a stop consonant's closure
     pause = np.zeros(FRAME_SAMPLES, np.float32)
     for _ in range(4):  # a burst: four frames of speech arrive at once, then one per tick
         buf.push(speech)
     heard = []
-    for _ in range(10):  # the user keeps talking: nothing may be skipped, the lag stands
-        buf.push(speech)
+    for k in range(10):  # the user keeps talking: nothing may be skipped, the lag stands
+        buf.push(word_gap if k % 2 else speech)
         heard.append(buf.take())
-    assert buf.skipped_samples == 0 and all(f.min() == 0.3 for f in heard)
+    assert buf.skipped_samples == 0 and sum(int((f == 0.3).sum()) for f in heard) >= 7 * FRAME_SAMPLES
     assert buf.lag_ms() >= 3 * FRAME_S * 1e3 - 1
-    for _ in range(10):  # a pause: the lag is skipped while it is quiet, down to what is kept
+    for _ in range(12):  # a pause: the lag is skipped while it is quiet, down to what is kept
         buf.push(pause)
         buf.take()
     assert 0 < buf.skipped_samples <= 4 * FRAME_SAMPLES - keep
-    assert buf.size <= keep + FRAME_SAMPLES, "the standing lag is gone"
+    assert buf.size <= keep + FRAME_SAMPLES + InputBuffer.PAUSE_LEFT, "the standing lag is gone"
     buf.push(speech)
-    assert buf.take().max() == 0.3, "speech after the pause is heard in the next frame"
+    buf.push(speech)
+    assert buf.take().max() == 0.3 or buf.take().max() == 0.3, "speech after the pause is heard within two frames"
     assert buf.dropped_samples == 0 and buf.underruns == 0
 
 

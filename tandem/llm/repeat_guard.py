@@ -28,14 +28,18 @@ def _first_sentence(text: str) -> str:
     return text[: m.start()] if m else text
 
 
-def _same_question(a: list[str], b: list[str]) -> bool:
-    """One is the other, or the beginning of it (a partial of the same question)."""
-    n = min(len(a), len(b))
-    return n > 0 and a[:n] == b[:n]
+def _same_question(earlier: list[str], asked: list[str], partial: bool) -> bool:
+    """One is the other, or the beginning of it (a partial of the same question). A partial's last
+    word is left out: it is the one a partial still gets wrong ("in this" for "in the")."""
+    asked = asked[:-1] if partial and len(asked) > 2 else asked
+    n = min(len(earlier), len(asked))
+    return n > 0 and earlier[:n] == asked[:n]
 
 
-def earlier_replies(turns: tuple[tuple[str, str], ...] | list[tuple[str, str]], question: str) -> list[list[str]]:
-    """The first sentences (as words) of the dialogue's assistant replies to other questions than `question`."""
+def earlier_replies(turns: tuple[tuple[str, str], ...] | list[tuple[str, str]], question: str,
+                    partial: bool = False) -> list[list[str]]:
+    """The first sentences (as words) of the dialogue's assistant replies to other questions than
+    `question` (`partial`: it is still being said)."""
     asked = _words(question)
     out: list[list[str]] = []
     last_user: list[str] = []
@@ -44,7 +48,7 @@ def earlier_replies(turns: tuple[tuple[str, str], ...] | list[tuple[str, str]], 
             last_user = _words(text)
         elif role == "assistant":
             words = _words(_first_sentence(text))
-            if len(words) >= MIN_WORDS and not _same_question(last_user, asked):
+            if len(words) >= MIN_WORDS and not _same_question(last_user, asked, partial):
                 out.append(words)
     return out
 

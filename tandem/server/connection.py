@@ -46,21 +46,33 @@ class InputBuffer:
     stall of the server or of the network) would otherwise wait here for the rest of the session,
     delaying every later word the user says by as much: the lowest level over the last `window`
     takes is such standing lag (what jitter alone explains comes and goes within a few ticks). Beyond
-    `keep_samples` of it, the quiet head of the buffer is skipped, in a pause, so that no speech the
-    Listener needs is lost. `keep_samples` < 0 turns this off."""
+    `keep_samples` of it, the quiet head of the buffer is skipped in a pause (MIN_PAUSE of quiet
+    waiting, never the quiet inside a word), so that no speech the Listener needs is lost. `keep_samples` < 0 turns this off.
 
-    QUIET_RMS = 0.01  # a 10 ms block below this (-40 dBFS) is a pause that can be skipped
+    The first take waits until a frame and `keep_samples` have come (silence until then, as before
+    the client's first audio), so that a client a few milliseconds behind the ticker's phase does not
+    start with underruns. A take that comes up short counts as an underrun only once more audio
+    arrives: a client that was late, not one that stopped sending (its last seconds before closing)."""
+
+    QUIET_RMS = 0.01  # a 10 ms block below this (-40 dBFS) is quiet
     BLOCK = SAMPLE_RATE // 100
+    MIN_PAUSE = SAMPLE_RATE // 4  # quiet this long at the head is a pause between words or turns
+    PAUSE_LEFT = SAMPLE_RATE // 10  # of which this much is never skipped
 
     def __init__(self, max_samples: int, keep_samples: int = -1, window: int = 25) -> None:
         self.max_samples = max_samples
         self.keep_samples = keep_samples
         self._chunks: deque[np.ndarray] = deque()
         self.size = 0
-        self.started = False
+        self.started = False  # the client has sent audio
+        self.primed = False  # enough of it has come to start taking
         self.underruns = 0
+        self._short: list[int] = []  # takes that came up short, counted once more audio arrives
+        self._quiet_taken = 0  # quiet samples at the end of what was taken: the pause under way
         self.dropped_samples = 0
         self.skipped_samples = 0  # quiet audio skipped to end a standing lag
+        self.takes = 0
+        self.underrun_takes: deque[int] = deque(maxlen=20)  # which takes (from the first audio) came up short
         self.waiting: deque[int] = deque(maxlen=250)  # samples left waiting after each take: the input's lag
         self._recent: deque[int] = deque(maxlen=window)
 
@@ -70,6 +82,11 @@ class InputBuffer:
         self._chunks.append(np.asarray(pcm, np.float32))
         self.size += len(pcm)
         self.started = True
+        self.primed = self.primed or self.size >= FRAME_SAMPLES + max(0, self.keep_samples)
+        if self._short:
+            self.underruns += len(self._short)
+            self.underrun_takes.extend(self._short)
+            self._short = []
         while self.size > self.max_samples:
             self._drop_head(self.size - self.max_samples)
 
@@ -90,6 +107,8 @@ class InputBuffer:
 
     def take(self, n: int = FRAME_SAMPLES) -> np.ndarray:
         out = np.zeros(n, np.float32)
+        if not self.primed:
+            return out
         filled = 0
         while filled < n and self._chunks:
             head = self._chunks[0]
@@ -101,12 +120,14 @@ class InputBuffer:
             else:
                 self._chunks[0] = head[m:]
         self.size -= filled
-        if filled < n and self.started:
-            self.underruns += 1
-        if self.started:
-            self.waiting.append(self.size)
-            self._recent.append(self.size)
-            self._end_standing_lag()
+        if filled < n:
+            self._short.append(self.takes)
+        self.takes += 1
+        q = self._quiet_run(out[:filled][::-1]) if filled else 0
+        self._quiet_taken = self._quiet_taken + filled if q == filled - filled % self.BLOCK and filled else q
+        self.waiting.append(self.size)
+        self._recent.append(self.size)
+        self._end_standing_lag()
         return out
 
     def _end_standing_lag(self) -> None:
@@ -115,17 +136,22 @@ class InputBuffer:
         excess = min(self._recent) - self.keep_samples
         if excess < self.BLOCK:
             return
-        quiet = self._quiet_head(excess)
-        if quiet:
-            self._drop_head(quiet, counted=False)
-            self._recent.clear()  # the levels before the skip no longer say anything
+        # only inside a real pause: a stop consonant's closure or the hiss of an "s" is as quiet, and
+        # skipping it changes the word ("spider" was heard as "side or"); some quiet is left before
+        # the next sound, as the Listener's voice activity detector expects
+        quiet = self._quiet_run(np.concatenate(list(self._chunks))) if self._chunks else 0
+        if self._quiet_taken + quiet >= self.MIN_PAUSE:
+            skip = min(excess, quiet - max(0, self.PAUSE_LEFT - self._quiet_taken))
+            skip -= skip % self.BLOCK
+            if skip > 0:
+                self._drop_head(skip, counted=False)
+                self._recent.clear()  # the levels before the skip no longer say anything
 
-    def _quiet_head(self, limit: int) -> int:
-        """How many samples (whole 10 ms blocks, at most `limit`) at the head of the buffer are quiet."""
-        head = np.concatenate(list(self._chunks))[: limit - limit % self.BLOCK] if self._chunks else np.zeros(0)
-        if len(head) < self.BLOCK:
+    def _quiet_run(self, x: np.ndarray) -> int:
+        """How many samples (whole 10 ms blocks) at the start of `x` are quiet."""
+        if len(x) < self.BLOCK:
             return 0
-        blocks = head[: len(head) - len(head) % self.BLOCK].reshape(-1, self.BLOCK)
+        blocks = x[: len(x) - len(x) % self.BLOCK].reshape(-1, self.BLOCK)
         loud = np.sqrt((blocks ** 2).mean(axis=1)) >= self.QUIET_RMS
         first_loud = int(np.argmax(loud)) if loud.any() else len(blocks)
         return first_loud * self.BLOCK
@@ -358,4 +384,5 @@ class Client:
         return {"type": "stats", "t": round(self.session.clock.now(), 3), "frames": len(t.frame_t),
                 "deadline_misses": self.misses, "late_p99_ms": round(float(np.percentile(late, 99)), 2) if len(late) else 0.0,
                 "underruns": self.inbuf.underruns, "input_lag_ms": self.inbuf.lag_ms(),
+                "underrun_frames": list(self.inbuf.underrun_takes),
                 "skipped_s": round(self.inbuf.skipped_samples / SAMPLE_RATE, 3), "dropped_s": round(self.inbuf.dropped_samples / SAMPLE_RATE, 3)}

@@ -30,9 +30,12 @@ from ..errors import TandemError
 from ..scoring import speech_end_of
 from .client import HandshakeError, ProtocolClient, auth_headers
 
+# questions one session answers: capacity measures load, not what the LLM knows. ("Who wrote Romeo and
+# Juliet?" was heard as "ROT Romeo and Juliet" in Festival's voice in every run, so it measured the
+# Listener on one voice; "the play" keeps the same question apart from that.)
 DEFAULT_QUESTIONS = [
     "What is the capital of France?",
-    "Who wrote Romeo and Juliet?",
+    "Who wrote the play Romeo and Juliet?",
     "What is the largest planet in the solar system?",
     "How many legs does a spider have?",
 ]
