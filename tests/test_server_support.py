@@ -327,3 +327,87 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
     finally:
         p.kill()
         p.wait()
+
+
+class FakeStreamingClient:
+    """A fake ChatClient: each request takes 50 ms for its one delta; the order in which requests
+    began is recorded."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    async def stream(self, messages, max_tokens=None):  # noqa: ANN001
+        import asyncio
+        self.order.append(messages[-1]["content"])
+        await asyncio.sleep(0.05)
+        yield "x"
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _msgs(session: str, words: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "S"}, {"role": "user", "content": f"dialogue of {session}"},
+            {"role": "user", "content": f"{session}: {words}"}]
+
+
+async def _drain(llm: SharedLLM, messages) -> None:  # noqa: ANN001
+    async for _ in llm.stream(messages):
+        pass
+
+
+async def test_shared_llm_lets_the_request_that_goes_on_from_the_last_prompt_go_first():
+    import asyncio
+    fake = FakeStreamingClient()
+    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=5.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(_drain(llm, _msgs("A", "what is")))
+    await asyncio.sleep(0.01)
+    other = asyncio.create_task(_drain(llm, _msgs("B", "how many")))
+    await asyncio.sleep(0.01)
+    same = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
+    await asyncio.gather(first, other, same)
+    assert fake.order == ["A: what is", "A: what is the", "B: how many"]
+    assert llm.stats["out_of_turn"] == 1 and llm.load() == 0
+
+
+async def test_shared_llm_serves_in_arrival_order_once_the_oldest_has_waited_long_enough():
+    import asyncio
+    fake = FakeStreamingClient()
+    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=0.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(_drain(llm, _msgs("A", "what is")))
+    await asyncio.sleep(0.01)
+    other = asyncio.create_task(_drain(llm, _msgs("B", "how many")))
+    await asyncio.sleep(0.01)
+    same = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
+    await asyncio.gather(first, other, same)
+    assert fake.order == ["A: what is", "B: how many", "A: what is the"]
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_slot_is_not_lost():
+    import asyncio
+    fake = FakeStreamingClient()
+    llm = SharedLLM(fake, concurrency=1)  # type: ignore[arg-type]
+    first = asyncio.create_task(_drain(llm, _msgs("A", "one")))
+    await asyncio.sleep(0.01)
+    gone = asyncio.create_task(_drain(llm, _msgs("B", "two")))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    await _drain(llm, _msgs("C", "three"))
+    assert fake.order == ["A: one", "C: three"] and llm.load() == 0
+
+
+async def test_a_session_that_cancels_its_stream_for_a_newer_partial_keeps_the_llm():
+    """The scheduler cancels its stream and starts the newer one in the same turn of the loop: the
+    newer one, going on from the same dialogue, is served before another session's request."""
+    import asyncio
+    fake = FakeStreamingClient()
+    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=5.0)  # type: ignore[arg-type]
+    old = asyncio.create_task(_drain(llm, _msgs("A", "what is")))
+    await asyncio.sleep(0.01)
+    other = asyncio.create_task(_drain(llm, _msgs("B", "how many")))
+    await asyncio.sleep(0.01)
+    old.cancel()
+    newer = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
+    await asyncio.gather(other, newer, return_exceptions=True)
+    assert fake.order == ["A: what is", "A: what is the", "B: how many"]
