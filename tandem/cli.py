@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
+    v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
+                   help="a request that goes on from the prompt the LLM served last (already evaluated) may go "
+                        "before older ones until the oldest has waited this long (0: strict arrival order)")
     v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
                    help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
                         "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
@@ -304,6 +307,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         fe_kwargs.update(moshi_kwargs(args))
     if args.idle_timeout <= 0 or args.session_timeout <= 0:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
+    if args.llm_affinity_wait < 0:
+        raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
@@ -312,6 +317,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         llm_concurrency=args.llm_concurrency or args.llm_parallel, llm_parallel=args.llm_parallel,
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
+        llm_affinity_wait_s=args.llm_affinity_wait,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))
     return serve(opts)

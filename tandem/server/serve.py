@@ -39,6 +39,7 @@ class ServeOptions:
     llm_model: str | None = None
     llm_concurrency: int = 1
     llm_parallel: int = 1
+    llm_affinity_wait_s: float = 0.3  # SharedLLM: how long the oldest request may wait for one that goes on from the last prompt
     knowledge: Path | None = None
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
@@ -162,7 +163,7 @@ def serve(opts: ServeOptions) -> int:
 
         async def main() -> None:
             client = stack.client()
-            llm = SharedLLM(client, opts.llm_concurrency) if client is not None else None
+            llm = SharedLLM(client, opts.llm_concurrency, opts.llm_affinity_wait_s) if client is not None else None
             backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor,
                               knowledge=stack.knowledge)
             hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode), max_sessions=opts.max_sessions,
