@@ -7,6 +7,7 @@ import time
 from typing import Any, AsyncIterator
 
 import numpy as np
+import pytest
 from aiohttp import web
 
 from fakes import FakeFrontEnd, FakeOpenAIServer, FakeTTS
@@ -356,31 +357,22 @@ async def _drain(llm: SharedLLM, messages) -> None:  # noqa: ANN001
         pass
 
 
-async def test_shared_llm_lets_the_request_that_goes_on_from_the_last_prompt_go_first():
+@pytest.mark.parametrize("affinity_wait_s, order", [
+    (5.0, ["A: what is", "A: what is the", "B: how many"]),  # going on from the last prompt: first
+    (0.0, ["A: what is", "B: how many", "A: what is the"]),  # the oldest has waited long enough: arrival order
+])
+async def test_shared_llm_lets_a_request_that_goes_on_from_the_last_prompt_go_first(affinity_wait_s, order):
     import asyncio
     fake = FakeStreamingClient()
-    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=5.0)  # type: ignore[arg-type]
+    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=affinity_wait_s)  # type: ignore[arg-type]
     first = asyncio.create_task(_drain(llm, _msgs("A", "what is")))
     await asyncio.sleep(0.01)
     other = asyncio.create_task(_drain(llm, _msgs("B", "how many")))
     await asyncio.sleep(0.01)
     same = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
     await asyncio.gather(first, other, same)
-    assert fake.order == ["A: what is", "A: what is the", "B: how many"]
-    assert llm.stats["out_of_turn"] == 1 and llm.load() == 0
-
-
-async def test_shared_llm_serves_in_arrival_order_once_the_oldest_has_waited_long_enough():
-    import asyncio
-    fake = FakeStreamingClient()
-    llm = SharedLLM(fake, concurrency=1, affinity_wait_s=0.0)  # type: ignore[arg-type]
-    first = asyncio.create_task(_drain(llm, _msgs("A", "what is")))
-    await asyncio.sleep(0.01)
-    other = asyncio.create_task(_drain(llm, _msgs("B", "how many")))
-    await asyncio.sleep(0.01)
-    same = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
-    await asyncio.gather(first, other, same)
-    assert fake.order == ["A: what is", "B: how many", "A: what is the"]
+    assert fake.order == order
+    assert llm.stats["out_of_turn"] == (1 if affinity_wait_s else 0) and llm.load() == 0
 
 
 async def test_a_cancelled_waiter_leaves_the_queue_and_the_slot_is_not_lost():
