@@ -78,6 +78,7 @@ def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Quest
 # or of its scheduler)
 MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tandem-no-opening": ("tandem", {"restate": False}),  # no restated opening (tandem/restate.py)
+    "tandem-long-opening": ("tandem", {"short_opening_ttft_s": 0.0}),  # the subject always said again in full
     # with --knowledge: the same run without the documents, and the tandem without direct answers
     "tandem-no-knowledge": ("tandem", {"knowledge": False}),
     "cascade-no-knowledge": ("cascade", {"knowledge": False}),

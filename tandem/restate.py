@@ -78,9 +78,15 @@ def _second_person(text: str) -> str:
     return re.sub(r"\b[A-Za-z]+\b", lambda m: _PERSON.get(m.group(0).lower(), m.group(0)), text)
 
 
-def restate(question: str) -> str | None:
+SHORT_OPENING_WORDS = 5  # longer, the subject is said again as "It" when the LLM answers soon enough
+
+
+def restate(question: str, short: bool = False) -> str | None:
     """The opening of the answer to `question`, or None. Only complete shapes are restated: a
-    partial transcript that stops after "of" gives None, not "The capital of is"."""
+    partial transcript that stops after "of" gives None, not "The capital of is". `short`: an
+    opening of more than SHORT_OPENING_WORDS words names its subject "It" ("The play Romeo and
+    Juliet was written by" -> "It was written by"): at the front-end's pace each word delays the
+    answer by about a third of a second, worth it only while the LLM's reply is still to come."""
     q = _clean(question)
     for pattern, build in _RULES:
         m = pattern.match(q)
@@ -89,8 +95,21 @@ def restate(question: str) -> str | None:
             if not out:
                 return None
             out = _second_person(out)
+            if short:
+                out = _with_pronoun(out)
             return out[0].upper() + out[1:]
     return None
+
+
+def _with_pronoun(opening: str) -> str:
+    words = opening.split()
+    if len(words) <= SHORT_OPENING_WORDS:
+        return opening
+    if len(words) > 3 and words[-1] == "by" and words[-3] in ("was", "were"):
+        return "it was " + " ".join(words[-2:])  # "... was written by": a work is "it"
+    if words[-1] in ("is", "was", "has"):  # a singular subject; a plural one ("are", "have") stays as said
+        return "it " + words[-1]
+    return opening
 
 
 def still_fits(opening: str, question: str) -> bool:

@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import re
 import logging
+import statistics
 from collections import deque
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -77,6 +78,9 @@ class SchedulerConfig:
     defer_when_busy: bool = True
     keep_on_same_final: bool = True
     restate: bool = True  # open each stream with the answer's opening restated from the question
+    # a long opening's subject said as "It" while the LLM's first tokens come this soon (median of the
+    # session's last streams): the reply is there before a long opening would have been said
+    short_opening_ttft_s: float = 1.0
     # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
     standalone: bool = True
     # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
@@ -119,6 +123,7 @@ class OracleScheduler:
         self._final_pending = False
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
+        self._ttfts: deque[float] = deque(maxlen=5)  # the LLM's time to first token, the last streams
         self._ticker: asyncio.Task | None = None
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
@@ -219,6 +224,10 @@ class OracleScheduler:
         self._asked_at_start = self.conv.standalone_question()
         self._launch()
 
+    def _llm_answers_soon(self) -> bool:
+        """The LLM's last replies began within `short_opening_ttft_s` (not known before the first)."""
+        return bool(self._ttfts) and statistics.median(self._ttfts) < self.config.short_opening_ttft_s
+
     def _llm_busy(self) -> bool:
         """Other sessions' requests fill every slot of the shared LLM (this session's own stream would be
         cancelled by the new one, so it does not count)."""
@@ -258,7 +267,7 @@ class OracleScheduler:
         # once the reply has begun, a fresh opening would have the front-end say its first words again;
         # the reply goes on from the opening it began with, so a stream that agrees continues it
         if not replying:
-            self._opening = restate(request.standalone) if cfg.restate else None
+            self._opening = restate(request.standalone, short=self._llm_answers_soon()) if cfg.restate else None
         elif self._opening and not still_fits(self._opening, request.standalone):
             self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
@@ -294,6 +303,7 @@ class OracleScheduler:
                         return
                     if st.first_token_t is None:
                         st.first_token_t = self.timeline.clock()
+                        self._ttfts.append(st.first_token_t - st.started_t)
                         self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
                                           ttft_s=round(st.first_token_t - st.started_t, 4))
                     st.text += delta

@@ -100,3 +100,15 @@ def test_the_splicer_skips_a_list_number_the_reply_opens_with():
     s = Splicer("Romeo and Juliet was written by", "Who wrote Romeo and Juliet")
     out = [s.push(p) for p in ["1", ".", " William", " Shakespeare"]] + [s.flush()]
     assert "".join(out) == "William Shakespeare." and not s.replaces
+
+
+@pytest.mark.parametrize("question, short", [
+    ("Who wrote the play Romeo and Juliet?", "It was written by"),
+    ("What is the largest planet in the solar system?", "It is"),
+    ("Who painted the Mona Lisa?", "It was painted by"),
+    ("What is the capital of Thailand?", "The capital of Thailand is"),  # five words: said in full
+    ("How many legs does a spider have?", "A spider has"),
+    ("How many moons do the planets of the solar system have?", "The planets of the solar system have"),  # plural
+])
+def test_a_long_opening_says_its_subject_as_it_when_asked_short(question, short):
+    assert restate(question, short=True) == short

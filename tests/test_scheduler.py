@@ -341,6 +341,19 @@ async def test_a_stream_opens_with_the_restated_opening_before_the_llm_replies()
         await sched.aclose()
 
 
+async def test_once_the_llm_is_seen_to_answer_soon_a_long_opening_is_said_short():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["William", " Shakespeare", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_final("Who wrote the play Romeo and Juliet?")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "The play Romeo and Juliet was written by", \
+            "how soon the LLM answers is not known yet"
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant("The play Romeo and Juliet was written by William Shakespeare.")
+        sched.on_final("Who painted the Mona Lisa?")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "It was painted by"
+        await sched.aclose()
+
+
 async def test_a_reply_that_cannot_continue_the_opening_replaces_it():
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["The", " capital", " of", " Thailand", "."])) as srv:
         sched, timeline, emitted = make(srv, restate=True)
