@@ -10,6 +10,11 @@ Then the burst of speech decides, frame by frame:
   see" lasts most of a second (its resume then costs more than MAX_SILENCE_S, but the reply goes on
   instead of being dropped). Not before its end: "Okay, wait, how many..." is heard as "Okay"
   first, and resuming on it would talk over an interruption;
+- its transcript so far is a hum only ("m", "Mm", "M-H-M", "uh-huh"): RESUME at once, while the
+  user still hums. A hum is the one backchannel that does not begin an interruption the way
+  "okay" or "yeah" can ("Okay, wait, ..."), and a slow "Mm-hmm" (a second of speech) would
+  otherwise hold the voice silent for all of it; the late-words watch below still drops the reply
+  if the words go on into a question;
 - it ends after at most MAX_BACKCHANNEL_FRAMES of speech with no words in the transcript (a
   cough, a click, a hum not yet transcribed): RESUME, within MAX_SILENCE_S of silence;
 - the transcript shows other words, or speech goes on past MAX_TALKED_OVER_FRAMES: DROP, the
@@ -67,6 +72,9 @@ _LONGEST = max(len(p) for p in BACKCHANNEL_PHRASES)
 # letters Whisper sometimes spells a hum with ("M H M M").
 _HUM = re.compile(r"[mhu][mhnu]{0,5}|n")  # "M-N", "mhmm", "uh", "hmm"
 _WORD = re.compile(r"[a-z']+")
+# Hums that never open a question: m-sounds in any spelling ("m", "mm", "hmm", "mhm", and Whisper's
+# spelled "M H M M", whose "h" counts beside an m), and "uh-huh" whole ("uh" alone may go on: "uh, wait").
+_M_HUM = re.compile(r"[mh]+")
 
 PAUSE, RESUME, DROP = "pause", "resume", "drop"
 
@@ -91,6 +99,17 @@ def is_backchannel(text: str) -> bool:
     return bool(words)
 
 
+def is_hum(text: str) -> bool:
+    """True when `text` has words and is only hums that never open a question ("Mm.", "M-H-M-M",
+    "Uh-huh"), not words a user may go on from ("uh", "okay", "yeah")."""
+    words = words_of(text)
+    rest = [w for i, w in enumerate(words)
+            if not (w == "uh" and i + 1 < len(words) and words[i + 1] == "huh")
+            and not (w == "huh" and i > 0 and words[i - 1] == "uh")]
+    ms = [w for w in rest if _M_HUM.fullmatch(w)]
+    return bool(words) and len(ms) == len(rest) and (not rest or any("m" in w for w in ms))
+
+
 def burst_words(before: str, now: str) -> str:
     """What the transcript says of a burst: `now`, less `before` (the transcript when the burst began,
     still the last turn's until the Listener hears the burst; it may also grow by the burst)."""
@@ -107,7 +126,7 @@ def shows_other_words(words: str) -> bool:
 @dataclass(frozen=True)
 class Decision:
     action: str  # PAUSE, RESUME or DROP
-    reason: str  # "talked over", "continued", "backchannel", "long", "words", "late words", "model"
+    reason: str  # "talked over", "continued", "hum", "backchannel", "long", "words", "late words", "model"
     words: str  # the burst's words as the transcript shows them ("" when it shows none)
     speech_s: float  # the burst so far: from its first speech frame to its latest
 
@@ -183,6 +202,8 @@ class BargeInJudge:
             return self._drop("words", words)
         if self.spoken > MAX_TALKED_OVER_FRAMES:
             return self._drop("long", words)
+        if is_hum(words):
+            return self._resume("hum", words)
         if self.quiet >= END_QUIET_FRAMES and self.heard_backchannel:
             return self._resume("backchannel", words)
         short = self.spoken <= MAX_BACKCHANNEL_FRAMES

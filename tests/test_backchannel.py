@@ -6,7 +6,7 @@ import pytest
 
 from tandem.backchannel import (AWAIT_WORDS_FRAMES, MODEL_YIELD_FRAMES, DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
                                 MAX_TALKED_OVER_FRAMES,
-                                MAX_SILENCE_S, PAUSE, RESUME, BargeInJudge, burst_words, is_backchannel)
+                                MAX_SILENCE_S, PAUSE, RESUME, BargeInJudge, burst_words, is_backchannel, is_hum)
 from tandem.frontend import BARGE_IN_FRAMES
 from tandem.tts import Cut, Voicer
 
@@ -107,26 +107,44 @@ QUIET = [(False, PREV)] * 4
 
 
 def test_a_short_backchannel_pauses_then_resumes_when_it_ends():
-    burst = [(True, PREV)] * 3 + [(True, "Mm-hmm")] * 2
-    d = run(BargeInJudge(), QUIET + burst + [(False, "Mm-hmm.")] * 30)
+    burst = [(True, PREV)] * 3 + [(True, "Yeah")] * 2
+    d = run(BargeInJudge(), QUIET + burst + [(False, "Yeah.")] * 30)
     assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5 + END_QUIET_FRAMES - 1, RESUME, "backchannel")]
 
 
-def test_a_slow_hum_longer_than_a_short_burst_resumes_the_reply_instead_of_dropping_it():
-    """A slow "Mm-hmm" (1.1 s, as some voices say it) outlasts MAX_BACKCHANNEL_FRAMES; its transcript,
-    not its length, tells it from an interruption: the voice goes on once it ends."""
+@pytest.mark.parametrize("text", ["m", "Mm.", "Hmm", "mhm", "M-H-M-M-", "M H M M", "Mm-hmm.", "Uh-huh.", "uh huh"])
+def test_hums_that_never_open_a_question(text):
+    assert is_hum(text) and is_backchannel(text)
+
+
+@pytest.mark.parametrize("text", ["", "uh", "Um", "h", "Okay", "Yeah", "Mm, wait", "My", "Uh, what about Spain?"])
+def test_what_a_user_may_go_on_from_is_no_hum(text):
+    assert not is_hum(text)
+
+
+def test_a_slow_hum_resumes_the_reply_as_soon_as_its_transcript_shows_a_hum():
+    """A slow "Mm-hmm" (1.1 s, as Festival says it) outlasts MAX_BACKCHANNEL_FRAMES: waiting for its
+    end held the voice silent for all of it (dd-13: 1.1 s). Its first partial, "m", is enough: a hum
+    does not open a question, and the voice talks on through the rest of it."""
     hum = [(True, PREV)] * 5 + [(True, "m")] * 3 + [(True, "M-H-M-M-")] * 6
     judge = BargeInJudge()
     d = run(judge, QUIET + hum + [(False, "M-H-M-")] * 30)
-    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + len(hum) + END_QUIET_FRAMES - 1, RESUME, "backchannel")]
+    assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5, RESUME, "hum")]
+    assert (4 + 5 - (4 + BARGE_IN_FRAMES - 1)) * FRAME_S <= 0.5, "silent no longer than a backchannel may make it"
     assert not judge.holding, "the watch ends as for any resumed burst"
+
+
+def test_a_hum_that_goes_into_a_question_drops_the_reply_late():
+    burst = [(True, PREV)] * 3 + [(True, "Mm")] * 2 + [(True, "Mm, what about")] * 2 + QUIET
+    d = run(BargeInJudge(), QUIET + burst)
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "hum"), (DROP, "late words")]
 
 
 def test_a_hum_that_goes_on_and_on_is_taking_the_turn():
     judge = BargeInJudge()
     d = run(judge, QUIET + [(True, PREV)] * 3 + [(True, "Mm-hmm")] * MAX_TALKED_OVER_FRAMES + QUIET)
-    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (DROP, "long")]
-    assert d[1][0] == 4 + MAX_TALKED_OVER_FRAMES
+    assert [(a, r) for _, a, r in d] == [(PAUSE, "talked over"), (RESUME, "hum"), (DROP, "long")]
+    assert d[2][0] == 4 + MAX_TALKED_OVER_FRAMES
 
 
 def test_a_backchannel_word_that_opens_a_question_never_resumes_the_voice_over_it():
@@ -171,7 +189,7 @@ def test_a_burst_longer_than_a_backchannel_stays_paused_until_its_words_decide()
     long = [(True, PREV)] * (MAX_BACKCHANNEL_FRAMES + 3)
     d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 4 + [(False, "Stop. What is the time?")] + QUIET)
     assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + len(long) + 4, DROP, "words")]
-    d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 4 + [(False, "Mm-hmm.")] + QUIET)
+    d = run(BargeInJudge(), QUIET + long + [(False, PREV)] * 4 + [(False, "Right.")] + QUIET)
     assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + len(long) + 4, RESUME, "backchannel")]
 
 
