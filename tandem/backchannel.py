@@ -73,8 +73,9 @@ _LONGEST = max(len(p) for p in BACKCHANNEL_PHRASES)
 _HUM = re.compile(r"[mhu][mhnu]{0,5}|n")  # "M-N", "mhmm", "uh", "hmm"
 _WORD = re.compile(r"[a-z']+")
 # Hums that never open a question: m-sounds in any spelling ("m", "mm", "hmm", "mhm", and Whisper's
-# spelled "M H M M", whose "h" counts beside an m), and "uh-huh" whole ("uh" alone may go on: "uh, wait").
-_M_HUM = re.compile(r"[mh]+")
+# spelled "M H M M" or "M-N", whose "h" or "n" counts beside an m), and "uh-huh" whole ("uh" alone may
+# go on: "uh, wait").
+_M_HUM = re.compile(r"[mhn]+")
 
 PAUSE, RESUME, DROP = "pause", "resume", "drop"
 

@@ -8,6 +8,12 @@ must be a hum. hibari's G2P takes a word's phonemes directly as `[word](/phoneme
 link syntax); a bare five-m hum /mmmmm/ was heard as "Mm"/"Mmm" in all nine sentence contexts
 tried, where /mmm/ vanished and an h or a stress mark brought words back ("Hemm", "I'm").
 
+A chemical symbol is read as a word too: "Au" becomes /O/ ("The chemical symbol for gold is o", as
+Whisper heard it), "Ag" /æɡ/, "Fe" /fi/. Symbols of two letters with a vowel, written as symbols are
+(capital, small), are spelled out letter by letter, as a chemist says them; those that are also
+words or names a reply may hold ("He", "In", "As", "No", "La", "Po"...) are left alone. Symbols with
+no vowel ("Hg", "Pb") hibari already spells.
+
 The link syntax is hibari's own: other engines would read it aloud, so only hibari's `synthesize`
 applies this (tests/test_pronounce.py listens to the result).
 """
@@ -25,13 +31,41 @@ _WORDS = re.compile(r"(?<![\w'-])(" + "|".join(sorted(PHONEMES, key=len, reverse
 _LINK = re.compile(r"\[[^\]]+\]\([^)]*\)")  # hibari's G2P pattern: a link already there is left as it is
 
 
+# letter names in hibari's alphabet, "{s}" where the letter's stress mark goes (before its vowel)
+LETTERS: dict[str, str] = {
+    "A": "{s}A", "B": "b{s}i", "C": "s{s}i", "D": "d{s}i", "E": "{s}i", "F": "{s}ɛf", "G": "ʤ{s}i",
+    "H": "{s}Aʧ", "I": "{s}I", "J": "ʤ{s}A", "K": "k{s}A", "L": "{s}ɛl", "M": "{s}ɛm", "N": "{s}ɛn",
+    "O": "{s}O", "P": "p{s}i", "Q": "kj{s}u", "R": "{s}ɑɹ", "S": "{s}ɛs", "T": "t{s}i", "U": "j{s}u",
+    "V": "v{s}i", "W": "d{s}ʌbᵊlju", "X": "{s}ɛks", "Y": "w{s}I", "Z": "z{s}i",
+}
+# two-letter element symbols with a vowel that are not also common words, names or abbreviations
+SPELLED_SYMBOLS = frozenset("Li Ne Na Si Ar Ca Sc Ti Fe Ni Cu Ga Ge Se Ru Ag Te Xe Ba Ce Eu Lu Os Ir "
+                            "Au Bi Ac Pu Og".split())
+_SYMBOLS = re.compile(r"(?<![\w'-])(" + "|".join(sorted(SPELLED_SYMBOLS)) + r")(?![\w'-])")
+
+
+def spelled(letters: str) -> str:
+    """Letter names as hibari's phonemes, stressed as an initialism: "Au" -> "ˌAjˈu"."""
+    up = letters.upper()
+    return "".join(LETTERS[c].format(s="ˈ" if i == len(up) - 1 else "ˌ") for i, c in enumerate(up))
+
+
 def _respell_words(text: str) -> str:
+    text = _SYMBOLS.sub(lambda m: f"[{m.group(1)}](/{spelled(m.group(1))}/)", text)
+    out, pos = [], 0  # the symbols' links are left as they are by the hums' pass
+    for m in _LINK.finditer(text):
+        out += [_respell_hums(text[pos:m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(out) + _respell_hums(text[pos:])
+
+
+def _respell_hums(text: str) -> str:
     return _WORDS.sub(lambda m: f"[{m.group(1)}](/{PHONEMES[m.group(1).lower()]}/)", text)
 
 
 def respell(text: str) -> str:
     """`text` with each word hibari mispronounces given its phonemes, e.g. "Hmm, so." ->
-    "[Hmm](/mmmmm/), so."; everything else unchanged."""
+    "[Hmm](/mmmmm/), so.", "It is Au." -> "It is [Au](/ˌAjˈu/)."; everything else unchanged."""
     out, pos = [], 0
     for m in _LINK.finditer(text):
         out += [_respell_words(text[pos:m.start()]), m.group(0)]

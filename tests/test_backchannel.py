@@ -112,12 +112,13 @@ def test_a_short_backchannel_pauses_then_resumes_when_it_ends():
     assert d == [(4 + BARGE_IN_FRAMES - 1, PAUSE, "talked over"), (4 + 5 + END_QUIET_FRAMES - 1, RESUME, "backchannel")]
 
 
-@pytest.mark.parametrize("text", ["m", "Mm.", "Hmm", "mhm", "M-H-M-M-", "M H M M", "Mm-hmm.", "Uh-huh.", "uh huh"])
+@pytest.mark.parametrize("text", ["m", "Mm.", "Hmm", "mhm", "M-H-M-M-", "M H M M", "Mm-hmm.", "Uh-huh.", "uh huh",
+                                  "M-N... M-N."])
 def test_hums_that_never_open_a_question(text):
     assert is_hum(text) and is_backchannel(text)
 
 
-@pytest.mark.parametrize("text", ["", "uh", "Um", "h", "Okay", "Yeah", "Mm, wait", "My", "Uh, what about Spain?"])
+@pytest.mark.parametrize("text", ["", "uh", "Um", "h", "n", "No", "Okay", "Yeah", "Mm, wait", "My", "Uh, what about Spain?"])
 def test_what_a_user_may_go_on_from_is_no_hum(text):
     assert not is_hum(text)
 

@@ -69,3 +69,25 @@ def test_every_opener_and_fallback_is_heard_as_its_words(hibari):
             wrong.append(f"{phrase!r} heard as {heard!r}")
         print(f"{phrase!r} -> {heard!r}")
     assert not wrong, "; ".join(wrong)
+
+
+def test_chemical_symbols_are_spelled_letter_by_letter_and_words_are_not():
+    assert respell("The chemical symbol for gold is Au.") == "The chemical symbol for gold is [Au](/ˌAjˈu/)."
+    assert respell("Iron is Fe, sodium Na.") == "Iron is [Fe](/ˌɛfˈi/), sodium [Na](/ˌɛnˈA/)."
+    for text in ("He is in. In the No. As at La Paz.", "AU and au stay.", "Paul's Auto", "Au-pair", "Hg and Pb."):
+        assert respell(text) == text, text
+    assert respell("[Au](/O/) Au") == "[Au](/O/) [Au](/ˌAjˈu/)", "a link already there is kept"
+    assert respell("Hmm, Au.") == "[Hmm](/mmmmm/), [Au](/ˌAjˈu/)."
+
+
+@pytest.mark.slow
+def test_a_chemical_symbol_is_heard_as_its_letters(hibari):
+    """Whisper tiny.en heard hibari's "Au" as "o" and "hell" (bench, dev-031); spelled, it hears letters."""
+    from tandem.scoring import Transcriber
+
+    transcriber = Transcriber()
+    for text, letters in (("The chemical symbol for gold is Au.", "au"), ("The symbol for silver is Ag.", "ag"),
+                          ("The symbol for iron is Fe.", "fe")):
+        heard = " ".join(w.text for w in transcriber.words(hibari.synthesize(text)))
+        print(f"{text!r} -> {heard!r}")
+        assert "".join(re.findall(r"[a-z]", heard.lower())).endswith(letters), heard
