@@ -76,6 +76,7 @@ _WORD = re.compile(r"[a-z']+")
 # spelled "M H M M" or "M-N", whose "h" or "n" counts beside an m), and "uh-huh" whole ("uh" alone may
 # go on: "uh, wait").
 _M_HUM = re.compile(r"[mhn]+")
+_UH_HUH = re.compile(r"\buh huh\b")
 
 PAUSE, RESUME, DROP = "pause", "resume", "drop"
 
@@ -104,11 +105,8 @@ def is_hum(text: str) -> bool:
     """True when `text` has words and is only hums that never open a question ("Mm.", "M-H-M-M",
     "Uh-huh"), not words a user may go on from ("uh", "okay", "yeah")."""
     words = words_of(text)
-    rest = [w for i, w in enumerate(words)
-            if not (w == "uh" and i + 1 < len(words) and words[i + 1] == "huh")
-            and not (w == "huh" and i > 0 and words[i - 1] == "uh")]
-    ms = [w for w in rest if _M_HUM.fullmatch(w)]
-    return bool(words) and len(ms) == len(rest) and (not rest or any("m" in w for w in ms))
+    rest = _UH_HUH.sub(" ", " ".join(words)).split()
+    return bool(words) and all(_M_HUM.fullmatch(w) for w in rest) and (not rest or "m" in "".join(rest))
 
 
 def burst_words(before: str, now: str) -> str:

@@ -25,9 +25,6 @@ HUM = "mmmmm"
 # word (lower case) -> phonemes in hibari's (misaki's) alphabet
 PHONEMES: dict[str, str] = {w: HUM for w in ("hm", "hmm", "hmmm", "hmmmm", "mm", "mmm", "mmmm")}
 
-# a whole word only: not part of a longer word or a hyphenated one ("mm-hmm")
-_WORDS = re.compile(r"(?<![\w'-])(" + "|".join(sorted(PHONEMES, key=len, reverse=True)) + r")(?![\w'-])",
-                    re.IGNORECASE)
 _LINK = re.compile(r"\[[^\]]+\]\([^)]*\)")  # hibari's G2P pattern: a link already there is left as it is
 
 
@@ -41,7 +38,6 @@ LETTERS: dict[str, str] = {
 # two-letter element symbols with a vowel that are not also common words, names or abbreviations
 SPELLED_SYMBOLS = frozenset("Li Ne Na Si Ar Ca Sc Ti Fe Ni Cu Ga Ge Se Ru Ag Te Xe Ba Ce Eu Lu Os Ir "
                             "Au Bi Ac Pu Og".split())
-_SYMBOLS = re.compile(r"(?<![\w'-])(" + "|".join(sorted(SPELLED_SYMBOLS)) + r")(?![\w'-])")
 
 
 def spelled(letters: str) -> str:
@@ -50,24 +46,24 @@ def spelled(letters: str) -> str:
     return "".join(LETTERS[c].format(s="ˈ" if i == len(up) - 1 else "ˌ") for i, c in enumerate(up))
 
 
-def _respell_words(text: str) -> str:
-    text = _SYMBOLS.sub(lambda m: f"[{m.group(1)}](/{spelled(m.group(1))}/)", text)
-    out, pos = [], 0  # the symbols' links are left as they are by the hums' pass
-    for m in _LINK.finditer(text):
-        out += [_respell_hums(text[pos:m.start()]), m.group(0)]
-        pos = m.end()
-    return "".join(out) + _respell_hums(text[pos:])
+def _respell(m: re.Match) -> str:
+    if m.group("hum"):
+        return f"[{m.group('hum')}](/{PHONEMES[m.group('hum').lower()]}/)"
+    if m.group("symbol"):
+        return f"[{m.group('symbol')}](/{spelled(m.group('symbol'))}/)"
+    return m.group(0)  # a link already there is left as it is
 
 
-def _respell_hums(text: str) -> str:
-    return _WORDS.sub(lambda m: f"[{m.group(1)}](/{PHONEMES[m.group(1).lower()]}/)", text)
+# one pass, left to right, each a whole word only (not part of a longer or hyphenated one: "mm-hmm");: a link (kept as it is), else a hum (any case) or a symbol (as written)
+_WHOLE = r"(?<![\w'-]){}(?![\w'-])"
+_RESPELL = re.compile("|".join((
+    _LINK.pattern,
+    _WHOLE.format("(?P<hum>(?i:" + "|".join(sorted(PHONEMES, key=len, reverse=True)) + "))"),
+    _WHOLE.format("(?P<symbol>" + "|".join(sorted(SPELLED_SYMBOLS)) + ")"),
+)))
 
 
 def respell(text: str) -> str:
     """`text` with each word hibari mispronounces given its phonemes, e.g. "Hmm, so." ->
     "[Hmm](/mmmmm/), so.", "It is Au." -> "It is [Au](/ˌAjˈu/)."; everything else unchanged."""
-    out, pos = [], 0
-    for m in _LINK.finditer(text):
-        out += [_respell_words(text[pos:m.start()]), m.group(0)]
-        pos = m.end()
-    return "".join(out) + _respell_words(text[pos:])
+    return _RESPELL.sub(_respell, text)
