@@ -1,6 +1,7 @@
 """Figures read off a session timeline: the measures that matter (ARCHITECTURE, 'Measures')."""
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,50 @@ def speech_end_s(tl: dict[str, Any]) -> float | None:
 
 
 def onset_s(tl: dict[str, Any], after: float | None) -> float | None:
-    """End of user speech -> first assistant audio above silence (from the timeline)."""
+    """End of user speech -> first assistant audio above silence (from the timeline): the session's
+    own measure of that turn (`turn_onset`), or, in timelines recorded before it, the first stretch of
+    assistant speech that started after the end."""
     if after is None:
         return None
+    recorded = [e["onset_s"] for e in tl["events"] if e["kind"] == "turn_onset" and abs(e["speech_end_s"] - after) < 2e-3]
+    if recorded:
+        return recorded[0]
     starts = [e["t"] for e in tl["events"] if e["kind"] == "assistant_audio_start" and e["t"] >= after]
     return round(starts[0] - after, 4) if starts else None
+
+
+class TurnOnsets:
+    """Onset as the user hears it: from the end of their speech to the first audible assistant frame
+    after it, whether the reply started then or was already under way (it talked over the end, or
+    resumed after a cut). The end is known only when the VAD's end event arrives (~0.5 s later), so
+    recent audible frames are remembered until then."""
+
+    KEEP_S = 8.0  # a VAD end event later than this would be a stalled Listener: its onset is not measured
+
+    def __init__(self) -> None:
+        self._audible: deque[float] = deque()
+        self._end: float | None = None
+
+    def speech_start(self) -> None:
+        self._end = None  # the user spoke again before any reply: that end has no onset
+
+    def speech_end(self, audio_s: float) -> tuple[float, float] | None:
+        """The user's speech ended at `audio_s`: (that end, its onset) if the assistant was audible since."""
+        self._end = audio_s
+        after = next((t for t in self._audible if t >= audio_s), None)
+        return self._take(after) if after is not None else None
+
+    def audible(self, t: float) -> tuple[float, float] | None:
+        """An audible assistant frame heard at `t`: (the pending end of speech, its onset), if any."""
+        self._audible.append(t)
+        while self._audible and self._audible[0] < t - self.KEEP_S:
+            self._audible.popleft()
+        return self._take(t) if self._end is not None and t >= self._end else None
+
+    def _take(self, t: float) -> tuple[float, float]:
+        end, self._end = self._end, None
+        assert end is not None
+        return end, round(t - end, 4)
 
 
 def frame_health(tl: dict[str, Any]) -> dict[str, float]:

@@ -30,6 +30,7 @@ from .clock import SessionClock
 from .conversation import Conversation
 from .errors import FrontEndUnavailable
 from .frontend import FrontEnd, UserFrame, speaking
+from .metrics import TurnOnsets
 from .listener.process import ListenerProcess
 from .llm.client import ChatClient
 from .oracle import OraclePolicy, OracleStream
@@ -149,6 +150,7 @@ class Session:
         self._user_text = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._silent_frames = 10**9  # frames since the assistant was last audible
+        self._onsets = TurnOnsets()
         self._held: tuple[str, str] | None = None  # while the voice is paused: (the piece playing, its words unsaid)
         self._next_k = 0  # the next step
         self.supervisor = supervisor
@@ -197,8 +199,10 @@ class Session:
         data = {k: v for k, v in msg.items() if k not in ("sid", "kind")}
         if kind == "vad_start":
             self.timeline.add(tl.VAD_START, **data)
+            self._onsets.speech_start()
         elif kind == "vad_end":
             self.timeline.add(tl.VAD_END, **data)
+            self._record_onset(self._onsets.speech_end(float(msg["audio_s"])))
         elif kind in ("partial", "final"):
             now = self.clock.now()
             data["stale_s"] = round(now - float(msg["audio_s"]), 4)
@@ -293,6 +297,7 @@ class Session:
         if self.front_end is not None:
             self.front_end.reset()
         self._silent_frames = 10**9
+        self._onsets = TurnOnsets()
         self._next_k = 0
 
     def _pre_step(self, k: int, frame: np.ndarray) -> tuple[float, float]:
@@ -316,10 +321,15 @@ class Session:
             if self._silent_frames >= 6:  # a new stretch of assistant speech after >= 0.5 s of silence
                 self.timeline.add(tl.ASSISTANT_AUDIO_START, t=deadline + FRAME_S, out_frame=k + 1)
             self._silent_frames = 0
+            self._record_onset(self._onsets.audible(deadline + FRAME_S))
         else:
             self._silent_frames += 1
         step_ms = (time.perf_counter() - p0) * 1e3
         self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts), self.vad_prob)
+
+    def _record_onset(self, found: tuple[float, float] | None) -> None:
+        if found is not None:
+            self.timeline.add(tl.TURN_ONSET, speech_end_s=round(found[0], 3), onset_s=round(found[1], 3))
 
     def _forget_unheard(self, t: float) -> None:
         """A voiced piece cut part-way (barge-in) was recorded as said when its audio started: keep

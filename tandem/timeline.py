@@ -33,6 +33,7 @@ TTS_START = "tts_start"
 TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
+TURN_ONSET = "turn_onset"  # the first audible assistant frame after a user's speech ended: speech_end_s, onset_s
 ASSISTANT_CUT = "assistant_cut"  # a voiced piece cut part-way (barge-in): what was heard, what was not
 BARGE_IN = "barge_in"  # the cascade stopped its reply because the user talked over it
 VOICE_PAUSE = "voice_pause"  # the user talks over the voice: paused while backchannel or interruption is decided

@@ -83,7 +83,7 @@ def test_two_concurrent_sessions_on_the_real_stack(tmp_path):
         assert 0.9 * (len(c.got.pcm()) / 24000) <= len(c.got.audio_t) * 0.08 + 1
     assert spoke >= 1
     for lat in got.of_type("latency"):
-        assert 0 < lat["onset_s"] < 2.0, lat
+        assert 0 <= lat["onset_s"] < 2.0, lat
 
 
 def test_clients_vanishing_mid_sentence_leak_nothing_on_the_real_stack():

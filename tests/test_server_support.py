@@ -196,22 +196,42 @@ def wait_until(pred, timeout_s: float = 5.0) -> bool:  # noqa: ANN001
     return pred()
 
 
-def test_turn_latency_is_measured_even_when_the_assistant_starts_before_the_end_of_speech_event():
+def test_turn_onset_counts_the_first_audible_frame_after_the_end_of_speech_even_when_the_reply_started_before():
+    from tandem.metrics import TurnOnsets
+
+    on = TurnOnsets()
+    on.speech_start()
+    # the front-end takes its turn 0.3 s after the speech ended, before the 400 ms endpoint event arrives
+    assert on.audible(2.3) is None
+    assert on.speech_end(2.0) == (2.0, 0.3)
+    assert on.audible(2.4) is None  # later frames of the same reply are not a new turn
+    # next turn: the reply was already under way when the user stopped (it talked over the end, or
+    # resumed after a cut less than 0.5 s of silence later): the frame at the end of speech is the onset
+    on.speech_start()
+    for t in (5.04, 5.12, 5.20):
+        assert on.audible(t) is None
+    assert on.speech_end(5.1) == (5.1, 0.02)
+    # a turn the user follows with more speech before any reply has no onset
+    on.speech_start()
+    assert on.speech_end(7.0) is None
+    on.speech_start()
+    assert on.speech_end(9.0) is None
+    assert on.audible(9.5) == (9.0, 0.5)
+
+
+def test_turn_latency_rows_come_from_the_sessions_onsets_with_the_final_transcripts_delay():
     from tandem.server.connection import _TurnLatency
 
     lat = _TurnLatency()
-    assert lat.on({"kind": "vad_start", "t": 0.5, "audio_s": 0.4}) is None
-    # the front-end takes its turn 0.3 s after the speech ended, before the 400 ms endpoint event arrives
-    assert lat.on({"kind": "assistant_audio_start", "t": 2.3}) is None
-    out = lat.on({"kind": "vad_end", "t": 2.5, "audio_s": 2.0})
-    assert out == {"type": "latency", "speech_end_s": 2.0, "onset_s": 0.3}
-    # a later stretch of speech in the same answer is not a new turn
-    assert lat.on({"kind": "assistant_audio_start", "t": 4.0}) is None
+    lat.on({"kind": "vad_start", "t": 0.5, "audio_s": 0.4})
+    assert lat.on({"kind": "vad_end", "t": 2.5, "audio_s": 2.0}) is None
+    assert lat.on({"kind": "turn_onset", "t": 2.5, "speech_end_s": 2.0, "onset_s": 0.3}) == {
+        "type": "latency", "speech_end_s": 2.0, "onset_s": 0.3}
     # next turn, answered after its final transcript
     lat.on({"kind": "vad_start", "t": 6.0, "audio_s": 5.9})
     lat.on({"kind": "vad_end", "t": 8.0, "audio_s": 7.5})
     lat.on({"kind": "final", "t": 8.1, "text": "x"})
-    assert lat.on({"kind": "assistant_audio_start", "t": 8.4}) == {
+    assert lat.on({"kind": "turn_onset", "t": 8.4, "speech_end_s": 7.5, "onset_s": 0.9}) == {
         "type": "latency", "speech_end_s": 7.5, "onset_s": 0.9, "final_s": 0.6}
 
 

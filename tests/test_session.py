@@ -87,6 +87,9 @@ async def test_cascade_speaks_after_the_final_and_output_is_aligned():
     texts = [e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT)]
     assert texts == ["The answer is Paris."]
     assert sess.timeline.of_kind(tl.ASSISTANT_AUDIO_START)
+    onsets = sess.timeline.of_kind(tl.TURN_ONSET)
+    assert len(onsets) == 1 and onsets[0]["speech_end_s"] == 1.6
+    assert abs(onsets[0]["onset_s"] - (first_audio_s - 1.6)) < 0.09, "the turn's onset is the first audible frame"
     vad = sess.timeline.to_dict()["frames"]["vad"]
     assert len(vad) == len(sess.timeline.frame_t), "one voice-activity value per frame"
     assert max(vad) == 0.9 and vad[-1] == 0.0, "what the Listener reported while the user spoke, then silence"

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -176,38 +176,24 @@ _EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "strea
 
 @dataclass
 class _TurnLatency:
-    """Onset latency per user turn: end of speech (VAD, audio time) -> first assistant audio after it.
-    The assistant may start before the end-of-speech event arrives (it is emitted after 400 ms of
-    silence), so starts are remembered until the turn's end is known."""
+    """Each user turn's latency for the client: the session's onset (end of speech -> first audible
+    assistant frame after it, `metrics.TurnOnsets`) and, when the final transcript came first, how
+    long after the end of speech it came."""
     speech_end: float | None = None
     final_t: float | None = None
-    starts: list[float] = field(default_factory=list)
 
     def on(self, ev: dict[str, Any]) -> dict[str, Any] | None:
         kind = ev["kind"]
-        if kind == tl.VAD_START:
-            self.starts.clear()
-        elif kind == tl.VAD_END:
+        if kind == tl.VAD_END:
             self.speech_end, self.final_t = ev["audio_s"], None
-            return self._match()
-        elif kind == tl.FINAL and self.speech_end is not None:
+        elif kind == tl.FINAL and self.speech_end is not None and self.final_t is None:
             self.final_t = ev["t"]
-        elif kind == tl.ASSISTANT_AUDIO_START:
-            self.starts.append(ev["t"])
-            return self._match()
+        elif kind == tl.TURN_ONSET:
+            out = {"type": "latency", "speech_end_s": ev["speech_end_s"], "onset_s": ev["onset_s"]}
+            if self.final_t is not None and self.speech_end is not None and abs(self.speech_end - ev["speech_end_s"]) < 2e-3:
+                out["final_s"] = round(self.final_t - ev["speech_end_s"], 3)
+            return out
         return None
-
-    def _match(self) -> dict[str, Any] | None:
-        if self.speech_end is None:
-            return None
-        after = [t for t in self.starts if t >= self.speech_end]
-        if not after:
-            return None
-        out = {"type": "latency", "speech_end_s": round(self.speech_end, 3), "onset_s": round(after[0] - self.speech_end, 3)}
-        if self.final_t is not None:
-            out["final_s"] = round(self.final_t - self.speech_end, 3)
-        self.speech_end, self.starts = None, []
-        return out
 
 
 class Client:
