@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of turns whose first oracle comes as late as on the real stack (a harder variant)")
     e.add_argument("--no-word-cursor", action="store_true",
                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
+    e.add_argument("--no-repair", action="store_true",
+                   help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
     e.add_argument("--copy-any-oracle", action="store_true",
                     help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
@@ -119,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
     rp.add_argument("--no-word-cursor", action="store_true",
                     help="decode without completing copied oracle words from the oracle (to measure the cursor)")
+    rp.add_argument("--no-repair", action="store_true",
+                    help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
     rp.add_argument("--copy-any-oracle", action="store_true",
                     help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
@@ -351,6 +355,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     from .frontends.compact.checkpoint import load_checkpoint
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT
+    from .frontends.compact.decoding import DecodeRules
     from .train.compact.evaluate import evaluate, step_times
 
     path = args.checkpoint or DEFAULT_CHECKPOINT
@@ -362,7 +367,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if not 0.0 <= args.late_first_oracle <= 1.0:
         raise TandemError("--late-first-oracle is a share between 0 and 1")
     res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy,
-                      late_first_oracle_p=args.late_first_oracle, word_cursor=not args.no_word_cursor),
+                      late_first_oracle_p=args.late_first_oracle,
+                      rules=DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)),
            **step_times(model), "copy_since_reset": model.copy_since_reset, "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
@@ -375,6 +381,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     import json
 
     from .bench import load_questions
+    from .frontends.compact.decoding import DecodeRules
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
     from .frontends.compact.replay import replay, summarize
     from .timeline import load
@@ -392,7 +399,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report = {}
     for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
         fe = CompactFrontEnd(ck)
-        fe.word_cursor = not args.no_word_cursor
+        fe.rules = DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)
         fe.model.copy_since_reset = not args.copy_any_oracle
         results = [replay(tl, fe, name, policy=args.oracle_policy) for name, tl in timelines]
         print(f"== {ck}")

@@ -211,3 +211,19 @@ def test_the_opening_scenario_sends_the_restated_opening_then_the_reply(tok):
         assert d.turns[0].reply.startswith(opening)
         return
     raise AssertionError("no dialogue with an opening")
+
+
+def test_copy_exactness_judges_only_the_words_a_cut_stream_held_whole(tok):
+    from tandem.train.compact.data import whole_words
+
+    text = "About 521 years ago."
+    full = tok.encode(text)
+    for cut in range(1, len(full)):
+        kept = tok.decode(whole_words(tok, full[:cut], full)).split()
+        assert kept == text.split()[: len(kept)], "only whole words of the sentence are kept"
+        if cut == len(full) or tok.starts_word(full[cut]):  # the cut fell between words: nothing dropped
+            assert kept == tok.decode(full[:cut]).split()
+        else:  # the broken-off word (a fragment, or nothing but the space before it) is dropped
+            rest = tok.decode(full[:cut]).split()[len(kept):]
+            assert len(rest) <= 1 and rest != text.split()[len(kept): len(kept) + 1]
+    assert whole_words(tok, full, None) == full, "a stream that was not cut is judged whole"

@@ -210,6 +210,7 @@ class FedOracle:
     frame: int  # the frame its reset and tokens reached the stream
     turn: int
     ids: list[int]  # as appended: a cut-off stream's first half only
+    whole: list[int] | None = None  # the oracle before a cut (None: not cut)
 
 
 @dataclass
@@ -253,10 +254,11 @@ def feed(rng: random.Random, plan: list[tuple[int, str, int]], n: int, encode: C
             _, text, ti = plan[j]
             ids = encode(text)
             stream.reset(f)
+            whole = None
             if cut_p and rng.random() < cut_p:  # a slow or cut-off LLM stream: the tail never makes it
-                ids = ids[: len(ids) // 2]
+                whole, ids = ids, ids[: len(ids) // 2]
             stream.append(ids, f)
-            events.append(FedOracle(f, ti, ids))
+            events.append(FedOracle(f, ti, ids, whole))
             j += 1
         before = stream.buf.fed
         tokens[f] = stream.token(f)

@@ -111,7 +111,6 @@ LEAD_INS = ["I'm planning a trip.", "I have a quiz tomorrow.", "My kid asked me 
 # only what the voice says right (tests/test_pronounce.py listens to each): hibari said "Hmm" as "home"
 OPENERS = ["Let me think.", "Well, good question.", "Okay, let me see.", "Right, so."]
 FALLBACKS = ["Sorry, I am not sure about that.", "I don't know that one, sorry.", "Well, I am not certain."]
-REPAIR = "sorry,"
 BACKCHANNELS = ["mm-hmm", "uh-huh", "yeah", "okay", "right", "I see", "yes", "mm", "sure", "got it"]
 BACKCHANNEL_S = (0.2, 0.6)  # how long one lasts (said as one word: "mm-hmm", "I see")
 CHARS_PER_S_USER = (11.0, 17.0)  # speaking-rate range for user turns

@@ -31,14 +31,18 @@ from __future__ import annotations
 from collections import deque
 from itertools import islice
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
 from ...frontend import speaking
 from .model import CompactLM
+from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
+
+if TYPE_CHECKING:
+    from .tokenizer import CompactTokenizer
 
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
@@ -138,6 +142,7 @@ class CompactState:
     answer_waiting: bool = False
     after_drop: bool = False  # the user's interruption dropped the reply, and no new reply has begun (`hush`)
     hushed: bool = False  # the dropped reply's words are not said (`hush`)
+    repair: RepairWatch | None = None  # "sorry," when a newer oracle contradicts the reply (`repair.py`); None: off
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -146,9 +151,11 @@ class CompactState:
         return self._continuations
 
     @classmethod
-    def new(cls, encode: Callable[[str], list[int]], starts_word: Callable[[int], bool] | None = None
-            ) -> "CompactState":
-        return cls(UserTokenQueue(encode, PAD), starts_word=starts_word)
+    def new(cls, encode: Callable[[str], list[int]], starts_word: Callable[[int], bool] | None = None,
+            repair_ids: list[int] | None = None) -> "CompactState":
+        """`repair_ids`: the tokens of `repair.REPAIR`, to repair as the teacher does; None: the model alone."""
+        return cls(UserTokenQueue(encode, PAD), starts_word=starts_word,
+                   repair=RepairWatch(repair_ids) if repair_ids else None)
 
     def hear(self, transcript: str) -> tuple[int, int]:
         """This frame's two user tokens, from the transcript as the Listener hears it now."""
@@ -219,6 +226,18 @@ class CompactState:
 
 
 @dataclass(frozen=True)
+class DecodeRules:
+    """The rules over the model's own choices, each of which can be turned off to measure it."""
+    word_cursor: bool = True  # `word_rest`: a copied oracle word is finished from the oracle
+    repair: bool = True  # `repair.RepairWatch`: "sorry," when a newer oracle contradicts the reply
+
+    def state(self, tokenizer: "CompactTokenizer", encode: Callable[[str], list[int]] | None = None) -> CompactState:
+        """A fresh session state; `encode` turns the transcript into user tokens (the tokenizer's by default)."""
+        return CompactState.new(encode or tokenizer.encode, tokenizer.starts_word if self.word_cursor else None,
+                                tokenizer.encode(REPAIR) if self.repair else None)
+
+
+@dataclass(frozen=True)
 class FrameInput:
     """What one session gives the model in one frame."""
     user: tuple[int, int]
@@ -253,7 +272,20 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         if rest is None and x.forced is None and copied_word_ended(cache, r, st):
             lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))  # the word is whole: no more pieces
             lp = lp - torch.logsumexp(lp, dim=-1)
-        tok = st.decide(lp, x.vad_prob, x.forced if x.forced is not None else (rest[1] if rest else None))
+        forced = x.forced
+        if st.repair is not None:
+            st.repair.hears(speaking(x.vad_prob))
+            st.repair.fed(x.oracle)
+            # at a word boundary (the word under way is finished first); once begun, a repair is said whole:
+            # the cursor must not read "sorry" on as "Dorzain"
+            if forced is None and not st.hushed and not speaking(x.vad_prob) and (rest is None or st.repair.under_way):
+                forced = st.repair.next_token()
+            lp = st.repair.no_second_repair(lp)
+        if forced is None and rest is not None:
+            forced = rest[1]
+        tok = st.decide(lp, x.vad_prob, forced)
+        if st.repair is not None:
+            st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
         st.ahead = word_ahead(cache, r, st, lp.shape[0]) if st.cursor is not None else None
         out.append(tok)

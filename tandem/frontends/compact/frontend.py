@@ -24,7 +24,7 @@ from ...backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
 from ...errors import FrontEndUnavailable
 from ...frontend import FrontEndOutput, UserFrame, speaking
 from ...tts import TTS, Voicer
-from .decoding import MAX_LOOP_BLOCK, CompactState, FrameInput, completes_a_loop, step
+from .decoding import MAX_LOOP_BLOCK, DecodeRules, FrameInput, completes_a_loop, step
 from .tokenizer import END
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "assets" / "compact.pt"
@@ -197,11 +197,11 @@ class CompactFrontEnd:
         self.mouth = Mouth(self.tokenizer, whole_words, tts)
         self.reset()
 
-    word_cursor = True  # complete a copied oracle word from the oracle (decoding.word_rest); off to compare
+    rules = DecodeRules()  # the decoding rules over the model's choices; each can be turned off to compare
 
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
-        self.state = CompactState.new(self.tokenizer.encode, self.tokenizer.starts_word if self.word_cursor else None)
+        self.state = self.rules.state(self.tokenizer)
         self.mouth.reset()
 
     # what tests, replay and the scheduler read of a session

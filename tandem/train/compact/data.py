@@ -20,7 +20,8 @@ import numpy as np
 from ...frontends.compact.streams import UserTokenQueue, vad_bucket
 from ...frontends.compact.tokenizer import END, PAD, START, CompactTokenizer
 from ..oracles import COMPACT, FPS, dialogue_events, event_frame, feed, schedule
-from ..synth import FALLBACKS, OPENERS, REPAIR, Dialogue, Turn, make_dialogue
+from ...frontends.compact.repair import REPAIR
+from ..synth import FALLBACKS, OPENERS, Dialogue, Turn, make_dialogue
 
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
@@ -53,6 +54,8 @@ class TurnInfo:
     scenario: str = "normal"
     oracle_texts: list[tuple[int, str]] = field(default_factory=list)  # (frame, text) of each oracle event
     delivered: list[str] = field(default_factory=list)  # each event's text as fed (a slow stream loses its tail)
+    # the same without a word a cut stream broke off ("About 5" of "About 521 years."): the words it holds whole
+    delivered_whole: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -226,6 +229,16 @@ class _Teacher:
         return max(0, self.word_frames(plan, w0) - (i - w0))
 
 
+def whole_words(tok: CompactTokenizer, ids: list[int], before_cut: list[int] | None) -> list[int]:
+    """`ids` without the pieces of a word the cut broke off (when the piece after the cut goes on the word)."""
+    if before_cut is None or len(ids) >= len(before_cut) or tok.starts_word(before_cut[len(ids)]):
+        return ids
+    i = len(ids)
+    while i > 0 and not tok.starts_word(ids[i - 1]):
+        i -= 1
+    return ids[: max(0, i - 1)]
+
+
 def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bool = False,
                           dialogue: Dialogue | None = None, scenario: str | None = None, max_frames: int = 480,
                           policy: str | None = None, late_start_p: float = 0.0,
@@ -252,6 +265,7 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
     fed = feed(rng, schedule(per_turn), n, tok.encode, START, PAD, policy, recipe.cut_p)
     for ev in fed.events:
         infos[ev.turn].delivered.append(tok.decode(ev.ids))
+        infos[ev.turn].delivered_whole.append(tok.decode(whole_words(tok, ev.ids, ev.whole)))
     user = _user_tokens(tok, updates, n)
 
     src = np.full(n, -1, np.int64)

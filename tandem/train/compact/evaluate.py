@@ -6,13 +6,12 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 
 from ...copying import copied_exactly
-from ...frontends.compact.decoding import CompactState, FrameInput, step
+from ...frontends.compact.decoding import DecodeRules, FrameInput, step
 from ...frontends.compact.model import CompactLM
 from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
 from ...oracle import DEFAULT_POLICY
@@ -23,13 +22,13 @@ ONSET_FRAMES = 4
 MISSED_FRAMES = DECISION_DELAY + 3  # frames after the end of speech held silent to test a missed turn
 
 
-def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: range = range(0),
-               starts_word: Callable[[int], bool] | None = None) -> np.ndarray:
+def run_greedy(model: CompactLM, tok: CompactTokenizer, ex: Example, oracle_on: bool = True,
+               silent: range = range(0), rules: DecodeRules = DecodeRules()) -> np.ndarray:
     """Decode one example in streaming mode through the front-end's own `decoding.step` (greedy, with
     `TurnStart` and the loop guard); returns the output token per frame. Frames in `silent` are
     forced to PAD, as if the model had chosen silence there."""
     cache = model.new_state(1)
-    state = CompactState.new(lambda text: [], starts_word)  # the example's user stream is already tokenised
+    state = rules.state(tok, lambda text: [])  # the example's user stream is already tokenised
     out = np.zeros(len(ex.target), np.int64)
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
@@ -38,12 +37,13 @@ def run_greedy(model: CompactLM, ex: Example, oracle_on: bool = True, silent: ra
     return out
 
 
-def recovers_from_a_missed_turn(model: CompactLM, ex: Example, starts_word: Callable[[int], bool] | None = None) -> bool:
+def recovers_from_a_missed_turn(model: CompactLM, tok: CompactTokenizer, ex: Example,
+                                rules: DecodeRules = DecodeRules()) -> bool:
     """With its first MISSED_FRAMES frames after the end of speech forced silent (a live model that
     let its moment pass, as greedy decoding on real input sometimes does), does it still take the
     turn within ONSET_FRAMES frames after that? A model that never saw itself late goes silent."""
     end = ex.turns[0].end_frame
-    out = run_greedy(model, ex, True, silent=range(end + 1, end + 1 + MISSED_FRAMES), starts_word=starts_word)
+    out = run_greedy(model, tok, ex, True, silent=range(end + 1, end + 1 + MISSED_FRAMES), rules=rules)
     after = out[end + 1 + MISSED_FRAMES: end + 1 + MISSED_FRAMES + ONSET_FRAMES]
     return bool(np.any(after > END))
 
@@ -67,8 +67,8 @@ class TurnResult:
 
 
 def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answers: list[str | None],
-                     oracle_on: bool = True, word_cursor: bool = True) -> list[TurnResult]:
-    out = run_greedy(model, ex, oracle_on, starts_word=tok.starts_word if word_cursor else None)
+                     oracle_on: bool = True, rules: DecodeRules = DecodeRules()) -> list[TurnResult]:
+    out = run_greedy(model, tok, ex, oracle_on, rules=rules)
     speaking = out > END
     results = []
     for ti, info in enumerate(ex.turns):
@@ -86,17 +86,18 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
         delivered = bool(ans) and bool(info.delivered) and all(w in _words(info.delivered[-1]) for w in _words(ans))
         tail = window[-int(1.5 * 12.5):] if len(window) > 40 else np.zeros(0)
         stopped = not np.any(tail > END)
-        exact = copied_exactly(said, info.delivered[-1]) if oracle_on and info.delivered else None
+        # judged on the words the last oracle held whole: a cut stream's broken-off word is no word to copy
+        exact = copied_exactly(said, info.delivered_whole[-1]) if oracle_on and info.delivered else None
         results.append(TurnResult(info.scenario, onset, talk, int(sp.sum()), said, ans, answer_said, stopped, delivered,
                                   exact))
     return results
 
 
 def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 99, progress: bool = False,
-             policy: str = DEFAULT_POLICY, late_first_oracle_p: float = 0.0, word_cursor: bool = True) -> dict:
+             policy: str = DEFAULT_POLICY, late_first_oracle_p: float = 0.0, rules: DecodeRules = DecodeRules()) -> dict:
     """`late_first_oracle_p`: the share of turns whose first oracle comes as late as on the real
-    stack (about 1.3 s after the user starts), a harder variant of the held-out set. `word_cursor`:
-    decode with the word cursor (`decoding.word_rest`), as the front-end does; off to measure it."""
+    stack (about 1.3 s after the user starts), a harder variant of the held-out set. `rules`: the
+    decoding rules over the model's choices (`decoding.DecodeRules`), all on as in the front-end."""
     from tqdm import tqdm
 
     rng = random.Random(seed)
@@ -110,13 +111,13 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
                 d = make_dialogue(rng, heldout=True, n_turns=1)
             ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario=scenario, policy=policy,
                                        late_first_oracle_p=late_first_oracle_p)
-            res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on, word_cursor)
+            res = evaluate_example(model, tok, ex, [t.answer for t in d.turns], oracle_on, rules)
             rows[scenario] += res
             if scenario != "opening":  # the figures kept from before it was added stay comparable
                 rows["all"] += res
             if scenario == "normal":
-                recovered.append(recovers_from_a_missed_turn(model, ex, tok.starts_word if word_cursor else None))
-    talk = {kind: [talk_over_result(model, tok, rng, kind, policy, word_cursor) for _ in range(max(10, n // 8))]
+                recovered.append(recovers_from_a_missed_turn(model, tok, ex, rules))
+    talk = {kind: [talk_over_result(model, tok, rng, kind, policy, rules) for _ in range(max(10, n // 8))]
             for kind in ("backchannel", "interruption")}
     allr = rows["all"]
     onset = [r.onset_frames for r in allr]
@@ -127,7 +128,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         return round(100 * np.mean([r.answer_said for r in rs]), 1) if rs else None
     return {
         "oracle_policy": policy,
-        "word_cursor": word_cursor,
+        "word_cursor": rules.word_cursor,
+        "repair": rules.repair,
         "late_first_oracle_p": late_first_oracle_p,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
@@ -166,7 +168,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
 
 
 def talk_over_result(model: CompactLM, tok: CompactTokenizer, rng: random.Random, kind: str, policy: str,
-                     word_cursor: bool = True) -> dict:
+                     rules: DecodeRules = DecodeRules()) -> dict:
     """A held-out dialogue of two turns, the second spoken over the reply to the first (`kind`:
     "backchannel" or "interruption"), decoded greedily. The model yields by saying END (the voice
     then drops what it still had to say): did it not yield to a backchannel (no END from its onset
@@ -174,7 +176,7 @@ def talk_over_result(model: CompactLM, tok: CompactTokenizer, rng: random.Random
     onset), and answer it (a word within 12 frames of its end)?"""
     d = make_dialogue(rng, heldout=True, n_turns=2, talk_over_p=1.0, talk_over_kind=kind)
     ex = build_compact_example(rng, tok, heldout=True, dialogue=d, scenario="normal", policy=policy)
-    out = run_greedy(model, ex, True, starts_word=tok.starts_word if word_cursor else None)
+    out = run_greedy(model, tok, ex, True, rules=rules)
     words = out > END
     on, end = ex.turns[1].start_frame, ex.turns[1].end_frame
     yields = np.flatnonzero(out[on: end + 1] == END)
