@@ -124,3 +124,15 @@ def test_a_reply_the_model_repaired_by_itself_is_not_repaired_again():
     say(w, SORRY)  # its own "sorry," as soon as the stream restarted
     feed(w, [20, 21])
     assert w.next_token() is None and w.repairs == 0
+
+
+def test_a_long_reply_keeps_only_its_tail_and_still_repairs_the_oracle_it_reads():
+    from tandem.frontends.compact.repair import MAX_REPLY_TOKENS
+
+    w = RepairWatch(SORRY)
+    say(w, [50 + i % 30 for i in range(MAX_REPLY_TOKENS + 40)], began=True)  # a long reply before the oracle
+    feed(w, [START, 10, 11, 12])
+    say(w, [10, 11, 12])
+    assert len(w.reply) == MAX_REPLY_TOKENS
+    feed(w, [START, 10, 20])
+    assert w.next_token() == SORRY[0]

@@ -21,6 +21,7 @@ from .tokenizer import END, START
 
 REPAIR = "sorry,"  # what the teacher says before the newer oracle
 USER_FLOOR_FRAMES = BARGE_IN_FRAMES  # as many frames of the user's speech as stop the voice
+MAX_REPLY_TOKENS = 256  # the reply's tail kept to compare (an oracle is an answer of a sentence or two)
 
 
 @dataclass
@@ -80,6 +81,9 @@ class RepairWatch:
         if began_reply:
             self.reply, self.said_from, self.due = [], None, []
         self.reply.append(tok)
+        if len(self.reply) > MAX_REPLY_TOKENS:  # a long reply: its oldest tokens go (the watch stays O(1) a frame)
+            self.reply = self.reply[-MAX_REPLY_TOKENS:]
+            self.said_from = None if self.said_from is None or self.said_from == 0 else self.said_from - 1
 
     @property
     def under_way(self) -> bool:
@@ -97,9 +101,9 @@ class RepairWatch:
         a prefix of the stream (an opener such as "Hmm," may come before it)."""
         if not stream:
             return None
-        for p in range(len(self.reply)):
-            m = len(self.reply) - p
-            if m <= len(stream) and self.reply[p:] == stream[:m]:
+        first = stream[0]
+        for p in range(max(0, len(self.reply) - len(stream)), len(self.reply)):
+            if self.reply[p] == first and self.reply[p:] == stream[: len(self.reply) - p]:
                 return p
         return None
 
