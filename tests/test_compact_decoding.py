@@ -170,21 +170,17 @@ def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waitin
         torch.arange(vocab) == PAD, 0.0, -30.0)[None].float()
     word = fe.tokenizer.encode(" Paris")[0]
 
-    def run(oracle: list[int], vad: list[float], segment_ends: int | None = None) -> list[int]:
-        """`segment_ends`: the frame the Listener ends the user's speech segment (None: not in this run)."""
+    def run(oracle: list[int], vad: list[float]) -> list[int]:
         fe.reset()
         out = []
-        for k, (o, v) in enumerate(zip(oracle, vad)):
-            fe.step(UserFrame(np.zeros(1920, np.float32), v, segment_ends is None or k < segment_ends), o)
+        for o, v in zip(oracle, vad):
+            fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5), o)
             out.append(fe.prev)
         return out
 
     n = 6 + 3 * MAX_TURN_WAIT_FRAMES
     vad = [0.9] * 6 + [0.05] * (n - 6)
-    asked = [PAD, START, word, word, PAD, PAD] + [PAD] * (n - 6)
-    assert [i for i, t in enumerate(run(asked, vad)) if t > END] == [6 + MAX_TURN_WAIT_FRAMES - 1]
-    # the Listener's endpoint (its 0.4 s of silence) comes first: the turn is taken then, not at the deadline
-    assert [i for i, t in enumerate(run(asked, vad, segment_ends=11)) if t > END] == [11]
-    tail_only = [PAD] * 6 + [word] * (n - 6)
-    assert not any(t > END for t in run(tail_only, vad)), "words with no stream started this turn: no answer waiting"
-    assert not any(t > END for t in run(tail_only, vad, segment_ends=11)), "nor at the endpoint"
+    asked = run([PAD, START, word, word, PAD, PAD] + [PAD] * (n - 6), vad)
+    assert [i for i, t in enumerate(asked) if t > END] == [6 + MAX_TURN_WAIT_FRAMES - 1]
+    tail_only = run([PAD] * 6 + [word] * (n - 6), vad)
+    assert not any(t > END for t in tail_only), "words with no stream started this turn: no answer waiting"

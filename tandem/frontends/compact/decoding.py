@@ -73,12 +73,9 @@ class TurnStart:
         elif self.armed:
             self.quiet += 1
 
-    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False,
-               endpointed: bool = False) -> int:
+    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
-        the oracle stream has fed an answer since the last reply (MAX_TURN_WAIT_FRAMES); `endpointed`:
-        the Listener has ended the user's speech segment (its endpoint silence has passed, the final
-        transcript is on its way): with an answer waiting, the turn is taken then, as a cascade would."""
+        the oracle stream has fed an answer since the last reply (MAX_TURN_WAIT_FRAMES)."""
         tok = int(torch.argmax(logp))
         if speaking(vad_prob):
             self.armed, self.chance, self.quiet = True, 0.0, 0
@@ -91,7 +88,7 @@ class TurnStart:
         p_speak = 1.0 - float(logp[: END + 1].exp().sum())
         self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
         self.quiet += 1
-        if self.chance < START_CHANCE and not (answer_waiting and (self.quiet >= MAX_TURN_WAIT_FRAMES or endpointed)):
+        if self.chance < START_CHANCE and not (answer_waiting and self.quiet >= MAX_TURN_WAIT_FRAMES):
             return tok
         self.reset()
         return int(torch.argmax(logp[END + 1:])) + END + 1
@@ -191,7 +188,7 @@ class CompactState:
         last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
         return last == tok
 
-    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None, endpointed: bool = False) -> int:
+    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
         `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
         silent to see whether it recovers), as if the model had chosen it."""
@@ -204,7 +201,7 @@ class CompactState:
             else:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
                 forced = PAD
-        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, endpointed) if forced is None else forced
+        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting) if forced is None else forced
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
@@ -247,7 +244,6 @@ class FrameInput:
     vad_prob: float
     oracle: int
     forced: int | None = None  # see CompactState.decide
-    endpointed: bool = False  # the Listener has ended the user's speech segment (see TurnStart.choose)
 
 
 def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], states: Sequence[CompactState],
@@ -287,7 +283,7 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = st.repair.no_second_repair(lp)
         if forced is None and rest is not None:
             forced = rest[1]
-        tok = st.decide(lp, x.vad_prob, forced, x.endpointed)
+        tok = st.decide(lp, x.vad_prob, forced)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None

@@ -39,9 +39,6 @@ class ReplayInputs:
     oracle: list[int]
     speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
     vad_source: str  # "timeline" or "audio"
-    # the Listener's speech segment as the session saw it (from its start event to its end event, which
-    # comes after the endpoint silence); None: follow the voice activity
-    in_speech: list[bool] | None = None
 
 
 @dataclass
@@ -123,15 +120,7 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    segment = sorted((e["t"], e["kind"] == "vad_start") for e in tl["events"] if e["kind"] in ("vad_start", "vad_end"))
-    in_speech, state, j = [], False, 0
-    for t in times:
-        while j < len(segment) and segment[j][0] <= t:
-            state = segment[j][1]
-            j += 1
-        in_speech.append(state)
-    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source,
-                        in_speech if segment else None)
+    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source)
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
@@ -146,8 +135,7 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     turn = None
     with torch.inference_mode():
         for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            seg = inp.in_speech[k] if inp.in_speech is not None else speaking(v)
-            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=seg, transcript=tr), o)
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
             texts += out.text
             if after_step is not None:
                 after_step(k, out)
