@@ -54,7 +54,8 @@ def _respell(m: re.Match) -> str:
     return m.group(0)  # a link already there is left as it is
 
 
-# one pass, left to right, each a whole word only (not part of a longer or hyphenated one: "mm-hmm");: a link (kept as it is), else a hum (any case) or a symbol (as written)
+# one pass, left to right: a link (kept as it is), else a hum (any case) or a symbol (as written), each a
+# whole word only (not part of a longer or hyphenated one: "mm-hmm")
 _WHOLE = r"(?<![\w'-]){}(?![\w'-])"
 _RESPELL = re.compile("|".join((
     _LINK.pattern,

@@ -17,10 +17,10 @@ from typing import Callable
 
 import numpy as np
 
+from ...frontends.compact.repair import REPAIR
 from ...frontends.compact.streams import UserTokenQueue, vad_bucket
 from ...frontends.compact.tokenizer import END, PAD, START, CompactTokenizer
 from ..oracles import COMPACT, FPS, dialogue_events, event_frame, feed, schedule
-from ...frontends.compact.repair import REPAIR
 from ..synth import FALLBACKS, OPENERS, Dialogue, Turn, make_dialogue
 
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words

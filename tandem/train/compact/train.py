@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from ...frontends.compact.checkpoint import load_checkpoint, save_checkpoint
 from ...frontends.compact.lexicon import english_words
 from ...frontends.compact.model import CompactConfig, CompactLM
-from ...frontends.compact.tokenizer import PAD, CompactTokenizer
 from ...frontends.compact.repair import REPAIR
+from ...frontends.compact.tokenizer import PAD, CompactTokenizer
 from ..synth import FALLBACKS, OPENERS, make_dialogue
 from .data import LATE_START_P, TALK_OVER_P, build_compact_example, vad_buckets
 
