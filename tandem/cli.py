@@ -103,12 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the simulated oracles are fed (the model is trained on both)")
     e.add_argument("--late-first-oracle", type=float, default=0.0, metavar="P",
                    help="share of turns whose first oracle comes as late as on the real stack (a harder variant)")
-    e.add_argument("--no-word-cursor", action="store_true",
-                   help="decode without completing copied oracle words from the oracle (to measure the cursor)")
-    e.add_argument("--no-repair", action="store_true",
-                   help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
-    e.add_argument("--copy-any-oracle", action="store_true",
-                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
+    _add_decode_rule_flags(e)
 
     rp = sub.add_parser("replay", help="recorded timelines through compact checkpoints, offline (no Listener, LLM or voice)")
     rp.add_argument("timelines", type=Path, nargs="+", help="timeline JSON files (from run, bench or serve --record)")
@@ -119,12 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--oracle-policy", default=None, choices=sorted(POLICIES),
                     help="feed the recorded oracle text with this policy (default: the one each timeline recorded)")
     rp.add_argument("--out", type=Path, default=None, help="write per-timeline results and summaries as JSON")
-    rp.add_argument("--no-word-cursor", action="store_true",
-                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
-    rp.add_argument("--no-repair", action="store_true",
-                    help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
-    rp.add_argument("--copy-any-oracle", action="store_true",
-                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
+    _add_decode_rule_flags(rp)
 
     b = sub.add_parser("bench", help="spoken questions (or dialogues) through the modes, with latency figures")
     what = b.add_mutually_exclusive_group(required=True)
@@ -355,7 +345,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     from .frontends.compact.checkpoint import load_checkpoint
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT
-    from .frontends.compact.decoding import DecodeRules
     from .train.compact.evaluate import evaluate, step_times
 
     path = args.checkpoint or DEFAULT_CHECKPOINT
@@ -368,7 +357,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise TandemError("--late-first-oracle is a share between 0 and 1")
     res = {**evaluate(model, tok, n=args.n, progress=True, policy=args.oracle_policy,
                       late_first_oracle_p=args.late_first_oracle,
-                      rules=DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)),
+                      rules=_decode_rules(args)),
            **step_times(model), "copy_since_reset": model.copy_since_reset, "checkpoint_meta": meta}
     text = json.dumps(res, indent=1)
     print(text)
@@ -377,11 +366,28 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
+    """The switches of the compact front-end's decoding rules (`decoding.DecodeRules`), to measure each."""
+    p.add_argument("--no-word-cursor", action="store_true",
+                   help="decode without completing copied oracle words from the oracle (to measure the cursor)")
+    p.add_argument("--no-repair", action="store_true",
+                   help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
+    p.add_argument("--no-read-on", action="store_true",
+                   help="decode without reading a settled answer on at the voice's pace (to measure it)")
+    p.add_argument("--copy-any-oracle", action="store_true",
+                   help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
+
+
+def _decode_rules(args: argparse.Namespace):  # noqa: ANN202 - DecodeRules, imported late (torch)
+    from .frontends.compact.decoding import DecodeRules
+
+    return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair, read_on=not args.no_read_on)
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     import json
 
     from .bench import load_questions
-    from .frontends.compact.decoding import DecodeRules
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
     from .frontends.compact.replay import replay, summarize
     from .timeline import load
@@ -399,7 +405,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report = {}
     for ck in args.checkpoint or [DEFAULT_CHECKPOINT]:
         fe = CompactFrontEnd(ck)
-        fe.rules = DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)
+        fe.rules = _decode_rules(args)
         fe.model.copy_since_reset = not args.copy_any_oracle
         results = [replay(tl, fe, name, policy=args.oracle_policy) for name, tl in timelines]
         print(f"== {ck}")

@@ -62,7 +62,9 @@ def test_replay_reproduces_what_the_session_said(fe):
     assert r.said.split() == r.recorded_said.split()
     assert "Paris" in r.said
     assert r.turn_frames_after_end is not None and 0 <= r.turn_frames_after_end <= 8
-    assert summarize([r], {"q": ["Paris"]}) == {
+    summary = summarize([r], {"q": ["Paris"]})
+    assert summary.pop("answer_frames_after_end_median") == r.pieces[-1][0] - r.inputs.speech_end_frame > 0
+    assert summary == {
         "timelines": 1, "turns_taken": 1, "turns_missed": 0, "turn_frames_after_vad_end_median":
         float(r.turn_frames_after_end), "answers_said": 1, "answers_scored": 1, "copy_exact": 1, "copy_judged": 1}
 

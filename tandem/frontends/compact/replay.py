@@ -39,6 +39,7 @@ class ReplayInputs:
     oracle: list[int]
     speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
     vad_source: str  # "timeline" or "audio"
+    answer_final: list[bool] | None = None  # per frame, UserFrame.answer_final as the session had it
 
 
 @dataclass
@@ -49,6 +50,7 @@ class ReplayResult:
     turn_frame: int | None  # first frame with a word after the end of the user's speech
     recorded_said: str
     inputs: ReplayInputs = field(repr=False)
+    pieces: list[tuple[int, str]] = field(default_factory=list)  # (frame, text) as handed to the voice; `said` joins them
     timeline: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
@@ -95,6 +97,38 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
     return out
 
 
+def answer_final_frames(tl: dict[str, Any]) -> list[bool]:
+    """Per frame, whether the oracle being fed was the whole answer to the user's final transcript
+    (`OracleScheduler.answers_final`), from the recorded transcript and LLM stream events."""
+    times: list[float] = tl["frames"]["t"]
+    kinds = ("partial", "final", "llm_keep", "llm_start", "llm_adopt", "llm_done")
+    events = sorted((e for e in tl["events"] if e["kind"] in kinds), key=lambda e: e["t"])
+    out, i = [], 0
+    final_sid = adopted = None
+    pending = False
+    done: set[int] = set()
+    for t in times:
+        while i < len(events) and events[i]["t"] <= t:
+            e = events[i]
+            i += 1
+            if e["kind"] == "partial" and e.get("text", "").strip():
+                final_sid = None
+            elif e["kind"] == "final" and e.get("text", "").strip():
+                pending = True
+            elif e["kind"] == "llm_keep" and pending:
+                pending = False
+                if str(e.get("reason", "")).startswith("final"):
+                    final_sid = e.get("stream")
+            elif e["kind"] == "llm_start" and pending:
+                pending, final_sid = False, e.get("stream")
+            elif e["kind"] == "llm_adopt":
+                adopted = e.get("stream")
+            elif e["kind"] == "llm_done" and e.get("stream") is not None:
+                done.add(e["stream"])
+        out.append(final_sid is not None and adopted == final_sid and final_sid in done)
+    return out
+
+
 def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path | None = None,
                          policy: str | None = None) -> ReplayInputs:
     frames = tl["frames"]
@@ -120,7 +154,8 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source)
+    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source,
+                        answer_final_frames(tl))
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
@@ -131,12 +166,14 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     inp = inputs_from_timeline(tl, front_end.tokenizer, audio_path, policy)
     front_end.reset()
     silent = np.zeros(FRAME_SAMPLES, np.float32)
-    texts: list[str] = []
+    pieces: list[tuple[int, str]] = []
     turn = None
     with torch.inference_mode():
         for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
-            texts += out.text
+            final = bool(inp.answer_final and inp.answer_final[k])
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr,
+                                           answer_final=final), o)
+            pieces += [(k, text) for text in out.text]
             if after_step is not None:
                 after_step(k, out)
             if turn is None and inp.speech_end_frame is not None and k >= inp.speech_end_frame \
@@ -144,8 +181,8 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
                 turn = k
     tokens = list(front_end.emitted)
     recorded = " ".join(t for t in tl["frames"].get("text", []) if t)
-    return ReplayResult(name=name, tokens=tokens, said=" ".join(texts), turn_frame=turn,
-                        recorded_said=recorded, inputs=inp, timeline=tl)
+    return ReplayResult(name=name, tokens=tokens, said=" ".join(text for _, text in pieces), turn_frame=turn,
+                        recorded_said=recorded, inputs=inp, timeline=tl, pieces=pieces)
 
 
 def said_answer(said: str, answers: list[str]) -> bool:
@@ -157,12 +194,22 @@ def said_answer(said: str, answers: list[str]) -> bool:
     return find_answer(words, answers) is not None
 
 
+def answer_frame(r: ReplayResult, answers: list[str]) -> int | None:
+    """The frame in which the text handed to the voice first held an accepted answer (None: never)."""
+    for i, (k, _) in enumerate(r.pieces):
+        if said_answer(" ".join(text for _, text in r.pieces[: i + 1]), answers):
+            return k
+    return None
+
+
 def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dict[str, Any]:
     """Turns taken, how soon, and (where the question's answers are known) answers said."""
     ended = [r for r in results if r.inputs.speech_end_frame is not None]
     taken = [r.turn_frames_after_end for r in ended if r.turn_frames_after_end is not None]
     scored = [r for r in results if r.name in answers]
     exact = [v for v in (copied_exactly(r.said, last_oracle_text(r.timeline)) for r in results) if v is not None]
+    frames = [(answer_frame(r, answers[r.name]), r.inputs.speech_end_frame) for r in scored]
+    after = [k - end for k, end in frames if k is not None and end is not None]
     return {
         "timelines": len(results),
         "turns_taken": len(taken),
@@ -170,6 +217,8 @@ def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dic
         "turn_frames_after_vad_end_median": float(np.median(taken)) if taken else None,
         "answers_said": sum(said_answer(r.said, answers[r.name]) for r in scored),
         "answers_scored": len(scored),
+        # the frame the answer word went to the voice, after the frame the user's voice stopped
+        "answer_frames_after_end_median": float(np.median(after)) if after else None,
         # the last oracle's names and numbers said as whole words in order (tandem/copying.py)
         "copy_exact": sum(exact),
         "copy_judged": len(exact),
