@@ -353,9 +353,10 @@ class OracleScheduler:
         sp = st.splicer
         if sp is None:
             return text
+        replaced_before = sp.replaces
         out = (sp.push(text) if text else "") + (sp.flush() if end else "")
-        if out and sp.replaces and self._adopted == st.sid:
-            self.emit("reset", "")  # the reply could not continue the opening: it replaces it
+        if out and sp.replaces and not replaced_before and self._adopted == st.sid:
+            self.emit("reset", "")  # the reply could not continue the opening: it replaces it, once
             self._opening = None  # and a later stream of this turn must not bring the opening back
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
         if end and not sp.continued:

@@ -365,6 +365,21 @@ async def test_a_reply_that_cannot_continue_the_opening_replaces_it():
         await sched.aclose()
 
 
+async def test_a_reply_that_replaces_the_opening_resets_the_oracle_once_and_then_goes_on():
+    """Seen live: "It is" restated, the LLM answered "The largest animal on earth is the elephant. They
+    can grow...": every chunk after the first sentence reset the oracle again (16 resets), so the
+    front-end never read past a token and said "It is sorry."."""
+    reply = ["The", " largest", " animal", " is", " the", " whale", ".", " It", " is", " very", " big", "."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=reply)) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.on_final("What is the largest animal on earth?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        resets = [i for i, (k, _) in enumerate(emitted) if k == "reset"]
+        assert len(resets) == 2, "one on adoption (the opening), one when the reply replaces it"
+        assert "".join(t for k, t in emitted[resets[-1]:] if k == "append") == "".join(reply)
+        await sched.aclose()
+
+
 async def test_an_opening_whose_llm_gives_nothing_ends_with_a_fallback_and_a_final_asks_again():
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["user", ":", " hi"])) as srv:
         sched, timeline, emitted = make(srv, restate=True)

@@ -30,10 +30,23 @@ def run_greedy(model: CompactLM, tok: CompactTokenizer, ex: Example, oracle_on: 
     cache = model.new_state(1)
     state = rules.state(tok, lambda text: [])  # the example's user stream is already tokenised
     out = np.zeros(len(ex.target), np.int64)
+    final = answer_final_frames(ex) if oracle_on else np.zeros(len(ex.target), bool)
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
-        x = FrameInput((int(ex.user[f][0]), int(ex.user[f][1])), float(ex.vad[f]), o, PAD if f in silent else None)
+        x = FrameInput((int(ex.user[f][0]), int(ex.user[f][1])), float(ex.vad[f]), o, PAD if f in silent else None,
+                       answer_final=bool(final[f]))
         out[f] = step(model, cache, [0], [state], [x])[0]
+    return out
+
+
+def answer_final_frames(ex: Example) -> np.ndarray:
+    """Per frame, `UserFrame.answer_final` as a session would give it: from each turn's `final_from`
+    until the user's next turn begins."""
+    out = np.zeros(len(ex.target), bool)
+    for ti, info in enumerate(ex.turns):
+        if info.final_from is not None:
+            nxt = ex.turns[ti + 1].start_frame if ti + 1 < len(ex.turns) else len(out)
+            out[info.final_from: nxt] = True
     return out
 
 
@@ -52,6 +65,16 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
+def _answer_frames(tok: CompactTokenizer, window: np.ndarray, answer: str) -> int | None:
+    """Frames into `window` (the reply's frames after the end of speech) until every word of `answer`
+    was said (a word said in part does not count: its pieces decode to another word)."""
+    want = _words(answer)
+    for k in range(len(window)):
+        if window[k] > END and all(w in _words(tok.decode([int(t) for t in window[: k + 1] if t > END])) for w in want):
+            return k + 1
+    return None
+
+
 @dataclass
 class TurnResult:
     scenario: str
@@ -64,6 +87,7 @@ class TurnResult:
     stopped: bool
     answer_delivered: bool  # the turn's last oracle, as fed, holds the answer (a cut-off stream may not)
     copy_exact: bool | None = None  # the last oracle's names and numbers said exactly (None: it had none)
+    answer_frames: int | None = None  # frames after the end of speech until the answer's words were all said
 
 
 def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answers: list[str | None],
@@ -89,7 +113,7 @@ def evaluate_example(model: CompactLM, tok: CompactTokenizer, ex: Example, answe
         # judged on the words the last oracle held whole: a cut stream's broken-off word is no word to copy
         exact = copied_exactly(said, info.delivered_whole[-1]) if oracle_on and info.delivered else None
         results.append(TurnResult(info.scenario, onset, talk, int(sp.sum()), said, ans, answer_said, stopped, delivered,
-                                  exact))
+                                  exact, _answer_frames(tok, window, ans) if answer_said else None))
     return results
 
 
@@ -130,6 +154,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "oracle_policy": policy,
         "word_cursor": rules.word_cursor,
         "repair": rules.repair,
+        "read_on": rules.read_on,
         "late_first_oracle_p": late_first_oracle_p,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
@@ -139,6 +164,8 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         # oracles lose their tail) leaves nothing to say; the *_all_turns figures count those too
         "oracle_answer_pct": answer_pct(rows["normal"], True),
         "oracle_answer_all_turns_pct": answer_pct(rows["normal"], False),
+        # how soon: frames after the end of speech until the answer was said whole (normal turns that said it)
+        "answer_frames_median": _median_or_none([r.answer_frames for r in rows["normal"] if r.answer_frames is not None]),
         "replaced_newer_answer_pct": answer_pct(rows["replaced"], True),
         "replaced_newer_answer_all_turns_pct": answer_pct(rows["replaced"], False),
         # the last oracle's names and numbers, as fed, said as whole words in order (tandem/copying.py)
