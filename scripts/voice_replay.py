@@ -6,6 +6,7 @@ recorded ones, so a checkpoint is judged on the very inputs a live session gave 
 
     python scripts/voice_replay.py out/bench/timelines/*.tandem.d0.json \
         --questions ../shared/data/questions-dev.jsonl --checkpoint A.pt --checkpoint B.pt [--out F.json]
+    python scripts/voice_replay.py ... --rules default --rules no-read-on   # decoding rules side by side
 
 Per timeline and checkpoint: the time from the end of the user's speech (the VAD's) to the first sound
 and to the answer word (placed within its segment in proportion to the characters before it), the
@@ -26,10 +27,14 @@ from tqdm import tqdm
 from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
 from tandem.bench import load_questions
 from tandem.frontend import FrontEndOutput
+from tandem.frontends.compact.decoding import DecodeRules
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
 from tandem.frontends.compact.replay import replay
 from tandem.scoring import Word, find_answer, normalize
 from tandem.tts import HibariTTS
+
+
+RULES = {"default": DecodeRules(), "no-read-on": DecodeRules(read_on=False), "no-repair": DecodeRules(repair=False)}
 
 
 def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
@@ -71,15 +76,19 @@ def main() -> None:
     ap.add_argument("timelines", type=Path, nargs="+")
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--checkpoint", type=Path, action="append", default=[])
+    ap.add_argument("--rules", action="append", default=[], choices=sorted(RULES),
+                    help="decoding rules to compare, each with every checkpoint (default: the front-end's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     answers = {q.id: q.answers for q in load_questions(args.questions, None)}
     tts = HibariTTS()
-    checkpoints = [str(ck) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT])]
+    configs = [(str(ck), rules) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT]) for rules in (args.rules or ["default"])]
+    checkpoints = [ck if rules == "default" else f"{ck} [{rules}]" for ck, rules in configs]
     runs = []
-    for ck in checkpoints:
-        fe = CompactFrontEnd(ck, tts=tts)
-        for path in tqdm(args.timelines, desc=Path(ck).parent.name):
+    for (path_ck, rules), ck in zip(configs, checkpoints):
+        fe = CompactFrontEnd(path_ck, tts=tts)
+        fe.rules = RULES[rules]
+        for path in tqdm(args.timelines, desc=f"{Path(path_ck).parent.name} {rules}"):
             tl = json.loads(path.read_text())
             qid = tl.get("meta", {}).get("question_id") or path.name.split(".")[0]
             audio, starts, end_s = voice_replay(tl, fe)
@@ -103,6 +112,13 @@ def main() -> None:
                         "onset_s_median": round(statistics.median(r["onset_s"] for r in mine if r["onset_s"] is not None), 3),
                         "segments_median_common": statistics.median(r["segments"] for r in common) if common else None,
                         "common": len(common)})
+    if len(checkpoints) == 2:  # the same inputs through both: the paired difference says more than two medians
+        diffs = [a["answer_s"] - b["answer_s"] for p in both
+                 for a in runs if a["timeline"] == p and a["checkpoint"] == checkpoints[0]
+                 for b in runs if b["timeline"] == p and b["checkpoint"] == checkpoints[1]]
+        summary.append({"paired_answer_s_difference_median": round(statistics.median(diffs), 3) if diffs else None,
+                        "sooner": sum(d < -0.02 for d in diffs), "later": sum(d > 0.02 for d in diffs),
+                        "first": checkpoints[0], "second": checkpoints[1]})
     for s in summary:
         print(json.dumps(s))
     if args.out:
