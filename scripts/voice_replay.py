@@ -6,7 +6,7 @@ recorded ones, so a checkpoint is judged on the very inputs a live session gave 
 
     python scripts/voice_replay.py out/bench/timelines/*.tandem.d0.json \
         --questions ../shared/data/questions-dev.jsonl --checkpoint A.pt --checkpoint B.pt [--out F.json]
-    python scripts/voice_replay.py ... --rules default --rules no-read-on   # decoding rules side by side
+    python scripts/voice_replay.py ... --rules default --rules no-repair   # decoding rules side by side
 
 Per timeline and checkpoint: the time from the end of the user's speech (the VAD's) to the first sound
 and to the answer word (placed within its segment in proportion to the characters before it), the
@@ -34,7 +34,7 @@ from tandem.scoring import Word, find_answer, normalize
 from tandem.tts import HibariTTS
 
 
-RULES = {"default": DecodeRules(), "no-read-on": DecodeRules(read_on=False), "no-repair": DecodeRules(repair=False)}
+RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False)}
 
 
 def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:

@@ -88,8 +88,6 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "cascade-as-heard": ("cascade", {"standalone": False}),
     # KAME's first start: a partial of 2 words already starts a stream (this project waits for 3)
     "tandem-kame-start": ("tandem", {"min_turn_words": 2}),
-    # the answer to the final transcript said at the model's own (its teacher's) pace, not read on (pace.py)
-    "tandem-paced": ("tandem", {"read_on": False}),
 }
 
 

@@ -372,8 +372,6 @@ def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
     p.add_argument("--no-repair", action="store_true",
                    help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
-    p.add_argument("--no-read-on", action="store_true",
-                   help="decode without reading a settled answer on at the voice's pace (to measure it)")
     p.add_argument("--copy-any-oracle", action="store_true",
                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
@@ -381,7 +379,7 @@ def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
 def _decode_rules(args: argparse.Namespace):  # noqa: ANN202 - DecodeRules, imported late (torch)
     from .frontends.compact.decoding import DecodeRules
 
-    return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair, read_on=not args.no_read_on)
+    return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

@@ -38,8 +38,6 @@ class UserFrame:
     vad_prob: float  # latest voice-activity probability the Listener reported
     in_speech: bool
     transcript: str = ""  # the user's turn as the Listener hears it now (front-ends diff it themselves)
-    # the oracle stream carries the answer to the user's turn as finally transcribed (OracleScheduler.answers_final)
-    answer_final: bool = False
 
 
 @dataclass

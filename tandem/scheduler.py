@@ -121,7 +121,6 @@ class OracleScheduler:
         self._text_at_start = ""
         self._asked_at_start = ""
         self._final_pending = False
-        self._final_sid: int | None = None  # the stream that answers the turn's final transcript (`answers_final`)
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
         self._ttfts: deque[float] = deque(maxlen=5)  # the LLM's time to first token, the last streams
@@ -142,8 +141,6 @@ class OracleScheduler:
             self._opening = None
 
     def on_partial(self, text: str) -> None:
-        if text.strip():
-            self._final_sid = None  # the user speaks again: the answer to their turn is not settled
         self._note_turn(text)
         self.conv.on_partial(text)
         self.provider.observe(self.conv.asking(), False, self._note)
@@ -161,16 +158,6 @@ class OracleScheduler:
     @property
     def in_flight(self) -> bool:
         return bool(self._live)
-
-    @property
-    def answers_final(self) -> bool:
-        """The oracle being fed is the whole answer to the user's turn as finally transcribed (its stream
-        was started from the final, or kept by it, and has ended): no later stream of this turn will
-        replace it unless the user speaks again, and nothing more is to come. A front-end may then read
-        it on faster than a guess from a partial."""
-        last = self._last
-        return (self._final_sid is not None and self._adopted == self._final_sid and last is not None
-                and last.sid == self._final_sid and last.ended == "done")
 
     # -- policy -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -221,7 +208,6 @@ class OracleScheduler:
         if (self._final_pending and not (grew or revised) and self.config.keep_on_same_final
                 and text == self._text_at_start and last is not None and last.usable):
             self._final_pending = False
-            self._final_sid = last.sid
             self.stats["kept"] += 1
             self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="final as heard when it started")
             return
@@ -232,13 +218,11 @@ class OracleScheduler:
             self.stats["rate_limited"] += 1
             return
         self._starts.append(now)
-        from_final, self._final_pending = self._final_pending, False
+        self._final_pending = False
         self._words_at_start = words
         self._text_at_start = text
         self._asked_at_start = self.conv.standalone_question()
         self._launch()
-        if from_final and self._last is not None:
-            self._final_sid = self._last.sid
 
     def _llm_answers_soon(self) -> bool:
         """The LLM's last replies began within `short_opening_ttft_s` (not known before the first)."""

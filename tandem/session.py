@@ -91,9 +91,6 @@ class SessionConfig:
     cascade_max_tokens: int = 80
     extractive: bool = True  # with knowledge, a sentence of a document that answers outright is an oracle
     knowledge: bool = True  # use the stack's knowledge base, when it has one (False: a bench's side-by-side run)
-    # tell the front-end when the oracle is the whole answer to the final transcript (UserFrame.answer_final),
-    # so it may read the answer on at the voice's pace (compact: pace.py); False: a bench's side-by-side run
-    read_on: bool = True
 
 
 class Session:
@@ -264,8 +261,7 @@ class Session:
 
     # -- the frame loop ----------------------------------------------------------------------
     def _user_frame(self, audio: np.ndarray) -> UserFrame:
-        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text,
-                         answer_final=bool(self.config.read_on and self.scheduler and self.scheduler.answers_final))
+        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text)
 
     def _oracle_token(self, k: int) -> int:
         """The oracle token the front-end gets at frame k (PAD in front-end-only mode)."""

@@ -37,7 +37,6 @@ import torch
 
 from ...frontend import speaking
 from .model import CompactLM
-from .pace import ReadOn, piece_chars, sentence_ends
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
@@ -144,11 +143,6 @@ class CompactState:
     after_drop: bool = False  # the user's interruption dropped the reply, and no new reply has begun (`hush`)
     hushed: bool = False  # the dropped reply's words are not said (`hush`)
     repair: RepairWatch | None = None  # "sorry," when a newer oracle contradicts the reply (`repair.py`); None: off
-    read_on: ReadOn | None = None  # a settled answer read on at the voice's pace (`pace.py`); None: off
-    # the oracle frame of the last piece of the copied word said last, while the model waits after it
-    # (`next_word`); the frame of the oracle stream's last start token
-    read_from: int | None = None
-    stream_start: int = -1
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -158,10 +152,10 @@ class CompactState:
 
     @classmethod
     def new(cls, encode: Callable[[str], list[int]], starts_word: Callable[[int], bool] | None = None,
-            repair_ids: list[int] | None = None, read_on: ReadOn | None = None) -> "CompactState":
+            repair_ids: list[int] | None = None) -> "CompactState":
         """`repair_ids`: the tokens of `repair.REPAIR`, to repair as the teacher does; None: the model alone."""
         return cls(UserTokenQueue(encode, PAD), starts_word=starts_word,
-                   repair=RepairWatch(repair_ids) if repair_ids else None, read_on=read_on)
+                   repair=RepairWatch(repair_ids) if repair_ids else None)
 
     def hear(self, transcript: str) -> tuple[int, int]:
         """This frame's two user tokens, from the transcript as the Listener hears it now."""
@@ -236,14 +230,11 @@ class DecodeRules:
     """The rules over the model's own choices, each of which can be turned off to measure it."""
     word_cursor: bool = True  # `word_rest`: a copied oracle word is finished from the oracle
     repair: bool = True  # `repair.RepairWatch`: "sorry," when a newer oracle contradicts the reply
-    read_on: bool = True  # `pace.ReadOn`: a settled answer read on at the voice's pace (needs the word cursor)
 
     def state(self, tokenizer: "CompactTokenizer", encode: Callable[[str], list[int]] | None = None) -> CompactState:
         """A fresh session state; `encode` turns the transcript into user tokens (the tokenizer's by default)."""
         return CompactState.new(encode or tokenizer.encode, tokenizer.starts_word if self.word_cursor else None,
-                                tokenizer.encode(REPAIR) if self.repair else None,
-                                ReadOn(piece_chars(tokenizer), sentence_ends(tokenizer))
-                                if self.read_on and self.word_cursor else None)
+                                tokenizer.encode(REPAIR) if self.repair else None)
 
 
 @dataclass(frozen=True)
@@ -253,7 +244,6 @@ class FrameInput:
     vad_prob: float
     oracle: int
     forced: int | None = None  # see CompactState.decide
-    answer_final: bool = False  # the oracle answers the user's turn as finally transcribed (`next_word`)
 
 
 def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], states: Sequence[CompactState],
@@ -279,14 +269,7 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
                 st.oracle_started = True
             elif st.oracle_started and END < x.oracle < lp.shape[0]:
                 st.answer_waiting = True
-        if x.oracle == START:
-            st.stream_start = int(cache["pos"][r]) - 1
-        ended = rest is None and copied_word_ended(cache, r, st)
-        if ended:
-            st.read_from = st.cursor if st.cursor is not None else int(cache["last_src"][r])
-        elif st.prev > END or speaking(x.vad_prob):
-            st.read_from = None  # a word not read from the oracle, or the user's turn: nothing to read on from
-        if ended and x.forced is None:
+        if rest is None and x.forced is None and copied_word_ended(cache, r, st):
             lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))  # the word is whole: no more pieces
             lp = lp - torch.logsumexp(lp, dim=-1)
         forced = x.forced
@@ -300,15 +283,9 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = st.repair.no_second_repair(lp)
         if forced is None and rest is not None:
             forced = rest[1]
-        read = None
-        if forced is None and rest is None and x.answer_final:
-            rest = read = next_word(cache, r, st, lp)
-            forced = read[1] if read is not None else None
         tok = st.decide(lp, x.vad_prob, forced)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
-        if st.read_on is not None:
-            st.read_on.said(tok, st.began_reply, read is not None and tok == read[1])
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
         st.ahead = word_ahead(cache, r, st, lp.shape[0]) if st.cursor is not None else None
         out.append(tok)
@@ -336,28 +313,6 @@ def word_ahead(cache: dict[str, torch.Tensor], r: int, st: CompactState, vocab: 
             return pieces  # a new word, PAD, or the stream's start token: the word ends before it
         pieces.append(tok)
     return None
-
-
-def next_word(cache: dict[str, torch.Tensor], r: int, st: CompactState, logp: torch.Tensor) -> tuple[int, int] | None:
-    """(oracle frame, token) of the first piece of the oracle word after the copied word said last, to say
-    now where the model would only wait (`pace.py`); None when the model wants anything but PAD, the
-    user speaks or was just heard, the text is MAX_LEAD_S ahead of its voice, or that word is not fed yet
-    or belongs to an older stream. Called only while the oracle answers the final transcript."""
-    ro = st.read_on
-    if ro is None or st.read_from is None or st.hushed or st.looping or not ro.may_read_on():
-        return None
-    if st.read_from <= st.stream_start or int(torch.argmax(logp)) != PAD:
-        return None
-    tok = _fed_token(cache, r, st.read_from + 1)
-    if tok is None or tok <= END or st.starts_word is None or not st.starts_word(tok):
-        return None
-    goes_on = st.continuations(logp.shape[0])
-    last, frame = tok, st.read_from + 2
-    while (after := _fed_token(cache, r, frame)) is not None and 0 <= after < len(goes_on) and bool(goes_on[after]):
-        last, frame = after, frame + 1
-    if last in ro.ends or (after is not None and after > END and st.starts_word(after)):
-        return st.read_from + 1, tok
-    return None  # the feed ends with this word for now: the model keeps its own pace there
 
 
 def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:

@@ -230,8 +230,7 @@ class CompactFrontEnd:
         return self.state.loops_stopped
 
     def frame_input(self, user: UserFrame, oracle_token: int) -> FrameInput:
-        return FrameInput(self.state.hear(user.transcript), user.vad_prob, int(oracle_token),
-                          answer_final=user.answer_final)
+        return FrameInput(self.state.hear(user.transcript), user.vad_prob, int(oracle_token))
 
     def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
         if self.pool is not None:

@@ -39,7 +39,6 @@ class ReplayInputs:
     oracle: list[int]
     speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
     vad_source: str  # "timeline" or "audio"
-    answer_final: list[bool] | None = None  # per frame, UserFrame.answer_final as the session had it
 
 
 @dataclass
@@ -97,38 +96,6 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
     return out
 
 
-def answer_final_frames(tl: dict[str, Any]) -> list[bool]:
-    """Per frame, whether the oracle being fed was the whole answer to the user's final transcript
-    (`OracleScheduler.answers_final`), from the recorded transcript and LLM stream events."""
-    times: list[float] = tl["frames"]["t"]
-    kinds = ("partial", "final", "llm_keep", "llm_start", "llm_adopt", "llm_done")
-    events = sorted((e for e in tl["events"] if e["kind"] in kinds), key=lambda e: e["t"])
-    out, i = [], 0
-    final_sid = adopted = None
-    pending = False
-    done: set[int] = set()
-    for t in times:
-        while i < len(events) and events[i]["t"] <= t:
-            e = events[i]
-            i += 1
-            if e["kind"] == "partial" and e.get("text", "").strip():
-                final_sid = None
-            elif e["kind"] == "final" and e.get("text", "").strip():
-                pending = True
-            elif e["kind"] == "llm_keep" and pending:
-                pending = False
-                if str(e.get("reason", "")).startswith("final"):
-                    final_sid = e.get("stream")
-            elif e["kind"] == "llm_start" and pending:
-                pending, final_sid = False, e.get("stream")
-            elif e["kind"] == "llm_adopt":
-                adopted = e.get("stream")
-            elif e["kind"] == "llm_done" and e.get("stream") is not None:
-                done.add(e["stream"])
-        out.append(final_sid is not None and adopted == final_sid and final_sid in done)
-    return out
-
-
 def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path | None = None,
                          policy: str | None = None) -> ReplayInputs:
     frames = tl["frames"]
@@ -154,8 +121,7 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source,
-                        answer_final_frames(tl))
+    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source)
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
@@ -170,9 +136,7 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     turn = None
     with torch.inference_mode():
         for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            final = bool(inp.answer_final and inp.answer_final[k])
-            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr,
-                                           answer_final=final), o)
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
             pieces += [(k, text) for text in out.text]
             if after_step is not None:
                 after_step(k, out)

@@ -25,7 +25,6 @@ from ..synth import FALLBACKS, OPENERS, Dialogue, Turn, make_dialogue
 
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words
 DECISION_DELAY = 2  # frames after the end of speech at which the teacher starts to speak (160 ms)
-FINAL_FRAMES = 7  # frames after the end of speech at which the Listener's final arrives (0.4 s endpoint + decode)
 LATE_START_P = 0.25  # training only: share of turns whose reply starts late, the frames before it untrained
 LATE_START_MAX = 6
 TALK_OVER_P = 0.3  # training only: turns after the first spoken over the reply (backchannels, interruptions)  # frames; a live model that let its moment pass must still take the turn, not fall silent
@@ -57,10 +56,6 @@ class TurnInfo:
     delivered: list[str] = field(default_factory=list)  # each event's text as fed (a slow stream loses its tail)
     # the same without a word a cut stream broke off ("About 5" of "About 521 years."): the words it holds whole
     delivered_whole: list[str] = field(default_factory=list)
-    # the frame from which the last oracle is the whole answer to the turn's final transcript, as a session
-    # would tell the front-end (UserFrame.answer_final): it has arrived whole and the Listener's final has
-    # come; None: the last oracle was cut short (evaluation only: the teacher does not use it)
-    final_from: int | None = None
 
 
 @dataclass
@@ -271,8 +266,6 @@ def build_compact_example(rng: random.Random, tok: CompactTokenizer, heldout: bo
     for ev in fed.events:
         infos[ev.turn].delivered.append(tok.decode(ev.ids))
         infos[ev.turn].delivered_whole.append(tok.decode(whole_words(tok, ev.ids, ev.whole)))
-        info = infos[ev.turn]
-        info.final_from = max(ev.frame, info.end_frame + FINAL_FRAMES) if ev.whole is None else None
     user = _user_tokens(tok, updates, n)
 
     src = np.full(n, -1, np.int64)

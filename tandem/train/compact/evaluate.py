@@ -30,23 +30,10 @@ def run_greedy(model: CompactLM, tok: CompactTokenizer, ex: Example, oracle_on: 
     cache = model.new_state(1)
     state = rules.state(tok, lambda text: [])  # the example's user stream is already tokenised
     out = np.zeros(len(ex.target), np.int64)
-    final = answer_final_frames(ex) if oracle_on else np.zeros(len(ex.target), bool)
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
-        x = FrameInput((int(ex.user[f][0]), int(ex.user[f][1])), float(ex.vad[f]), o, PAD if f in silent else None,
-                       answer_final=bool(final[f]))
+        x = FrameInput((int(ex.user[f][0]), int(ex.user[f][1])), float(ex.vad[f]), o, PAD if f in silent else None)
         out[f] = step(model, cache, [0], [state], [x])[0]
-    return out
-
-
-def answer_final_frames(ex: Example) -> np.ndarray:
-    """Per frame, `UserFrame.answer_final` as a session would give it: from each turn's `final_from`
-    until the user's next turn begins."""
-    out = np.zeros(len(ex.target), bool)
-    for ti, info in enumerate(ex.turns):
-        if info.final_from is not None:
-            nxt = ex.turns[ti + 1].start_frame if ti + 1 < len(ex.turns) else len(out)
-            out[info.final_from: nxt] = True
     return out
 
 
@@ -154,7 +141,6 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "oracle_policy": policy,
         "word_cursor": rules.word_cursor,
         "repair": rules.repair,
-        "read_on": rules.read_on,
         "late_first_oracle_p": late_first_oracle_p,
         "turns": len(allr),
         "talk_over_pct": round(100 * sum(r.talk_over_frames for r in allr) / max(1, sum(r.speech_frames for r in allr)), 2),
