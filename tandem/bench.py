@@ -88,6 +88,8 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "cascade-as-heard": ("cascade", {"standalone": False}),
     # KAME's first start: a partial of 2 words already starts a stream (this project waits for 3)
     "tandem-kame-start": ("tandem", {"min_turn_words": 2}),
+    # the subject of every opening longer than two words said as "It" once the LLM answers soon
+    "tandem-it-opening": ("tandem", {"short_opening_words": 2}),
 }
 
 

@@ -81,10 +81,10 @@ def _second_person(text: str) -> str:
 SHORT_OPENING_WORDS = 5  # longer, the subject is said again as "It" when the LLM answers soon enough
 
 
-def restate(question: str, short: bool = False) -> str | None:
+def restate(question: str, short: bool = False, short_words: int | None = None) -> str | None:
     """The opening of the answer to `question`, or None. Only complete shapes are restated: a
     partial transcript that stops after "of" gives None, not "The capital of is". `short`: an
-    opening of more than SHORT_OPENING_WORDS words names its subject "It" ("The play Romeo and
+    opening of more than `short_words` (SHORT_OPENING_WORDS) words names its subject "It" ("The play Romeo and
     Juliet was written by" -> "It was written by"): at the front-end's pace each word delays the
     answer by about a third of a second, worth it only while the LLM's reply is still to come."""
     q = _clean(question)
@@ -96,14 +96,14 @@ def restate(question: str, short: bool = False) -> str | None:
                 return None
             out = _second_person(out)
             if short:
-                out = _with_pronoun(out)
+                out = _with_pronoun(out, SHORT_OPENING_WORDS if short_words is None else short_words)
             return out[0].upper() + out[1:]
     return None
 
 
-def _with_pronoun(opening: str) -> str:
+def _with_pronoun(opening: str, max_words: int) -> str:
     words = opening.split()
-    if len(words) <= SHORT_OPENING_WORDS:
+    if len(words) <= max_words:
         return opening
     if len(words) > 3 and words[-1] == "by" and words[-3] in ("was", "were"):
         return "it was " + " ".join(words[-2:])  # "... was written by": a work is "it"

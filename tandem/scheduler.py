@@ -37,7 +37,7 @@ from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
-from .restate import Splicer, restate, still_fits
+from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class SchedulerConfig:
     # a long opening's subject said as "It" while the LLM's first tokens come this soon (median of the
     # session's last streams): the reply is there before a long opening would have been said
     short_opening_ttft_s: float = 1.0
+    short_opening_words: int = SHORT_OPENING_WORDS  # a longer opening is the one said short (restate.py)
     # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
     standalone: bool = True
     # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
@@ -267,7 +268,8 @@ class OracleScheduler:
         # once the reply has begun, a fresh opening would have the front-end say its first words again;
         # the reply goes on from the opening it began with, so a stream that agrees continues it
         if not replying:
-            self._opening = restate(request.standalone, short=self._llm_answers_soon()) if cfg.restate else None
+            self._opening = restate(request.standalone, short=self._llm_answers_soon(),
+                                    short_words=cfg.short_opening_words) if cfg.restate else None
         elif self._opening and not still_fits(self._opening, request.standalone):
             self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
