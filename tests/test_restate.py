@@ -112,3 +112,14 @@ def test_the_splicer_skips_a_list_number_the_reply_opens_with():
 ])
 def test_a_long_opening_says_its_subject_as_it_when_asked_short(question, short):
     assert restate(question, short=True) == short
+
+
+@pytest.mark.parametrize("question, short", [
+    ("What is the capital of Thailand?", "It is"),
+    ("How many legs does a spider have?", "It has"),
+    ("Who painted the Mona Lisa?", "It was painted by"),
+    ("How many moons do the planets of the solar system have?", "The planets of the solar system have"),  # plural
+])
+def test_the_length_said_short_is_a_setting(question, short):
+    assert restate(question, short=True, short_words=2) == short
+    assert restate(question, short=False, short_words=2) == restate(question), "only when asked short"

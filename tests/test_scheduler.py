@@ -354,6 +354,18 @@ async def test_once_the_llm_is_seen_to_answer_soon_a_long_opening_is_said_short(
         await sched.aclose()
 
 
+async def test_the_scheduler_says_openings_short_from_its_configured_length():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Bangkok", "."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True, short_opening_words=2)
+        sched.on_final("What is the capital of Thailand?")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "The capital of Thailand is", "the LLM's pace unknown yet"
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant("The capital of Thailand is Bangkok.")
+        sched.on_final("What is the capital of Peru?")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "It is"
+        await sched.aclose()
+
+
 async def test_a_reply_that_cannot_continue_the_opening_replaces_it():
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["The", " capital", " of", " Thailand", "."])) as srv:
         sched, timeline, emitted = make(srv, restate=True)
