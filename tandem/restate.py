@@ -150,6 +150,9 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     m = re.match(r"\s*(.+?[.!?])(\s+.*)?$", reply, re.DOTALL)
     first, rest = (m.group(1), m.group(2) or "") if m else (reply.strip(), "")
     sentence = _norm_words(first)
+    said_after = _after_restated_subject(opening, question, first)
+    if said_after:
+        return f"{opening} {said_after}{rest}"
     about = [w for w in ow if w not in _FILLER_WORDS and w not in NUMBER_WORDS]  # "sixty four" may come as "64"
     if len(sentence) > BARE_ANSWER_WORDS and not all(w in sentence for w in about):
         return None  # a sentence about something else ("Portugal is a country in Europe.") answers no opening
@@ -183,6 +186,25 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     return f"{opening} {answer}.{rest}"
 
 
+def _words_after(text: str, n: int) -> str:
+    """`text` after its first `n` words."""
+    words = list(re.finditer(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?", text))
+    return text[words[n - 1].end():].lstrip() if n else text
+
+
+def _after_restated_subject(opening: str, question: str, first: str) -> str | None:
+    """What follows the opening the question restates in full, when the reply's first sentence begins with
+    it and the opening said is that one made short ("The largest animal in the ocean is the blue whale."
+    after "It is": "the blue whale."): the rest is the answer, common nouns included."""
+    full = restate(question)
+    fw = _norm_words(full or "")
+    if not fw or fw == _norm_words(opening):
+        return None
+    if _norm_words(first)[: len(fw)] != fw or len(_norm_words(first)) <= len(fw):
+        return None
+    return _words_after(first, len(fw)).strip()
+
+
 class Splicer:
     """Streams an LLM reply as the continuation of `opening`, which was passed on already (with the
     space after its last word, so what follows comes without one): text is
@@ -198,6 +220,10 @@ class Splicer:
         self._decided = False
         self.replaces = False
         self.continued = False  # some reply text was passed on
+        # the opening the question restates in full, when the one said is it made short ("It is"): a reply
+        # that begins with it goes on after it ("The largest animal in the ocean is" -> "the blue whale.")
+        full = _norm_words(restate(question) or "")
+        self._full = full if full != _norm_words(opening) else []
 
     def push(self, text: str) -> str:
         if self._decided:
@@ -209,6 +235,8 @@ class Splicer:
         complete = bool(re.search(r"[.!?](\s|$)", held))
         if len(hw) > len(ow) and hw[: len(ow)] == ow:
             return self._release(held)
+        if self._full and len(hw) > len(self._full) and hw[: len(self._full)] == self._full:
+            return self._release(self.opening + " " + _words_after(held, len(self._full)))
         if hw and hw[: len(ow)] != ow[: len(hw)] and complete:
             return self._release(splice(self.opening, self.question, held) or held)
         return ""

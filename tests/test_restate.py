@@ -52,6 +52,13 @@ def test_restate(question, opening):
     # a list's number is no answer (a reply in the list form of the last one)
     ("Romeo and Juliet was written by", "Who wrote Romeo and Juliet", "1. William Shakespeare",
      "Romeo and Juliet was written by William Shakespeare."),
+    # the opening made short ("It is") goes on after a reply that restates the subject in full: its answer
+    # may be a common noun, which the rules above would not take for one
+    ("It is", "What is the largest animal in the ocean?", "The largest animal in the ocean is the blue whale.",
+     "It is the blue whale."),
+    ("It has", "How many legs does a spider have?", "A spider has 8 legs. They use them to walk.",
+     "It has 8 legs. They use them to walk."),
+    ("It is", "What is the capital of Portugal?", "Portugal is a country in Europe.", "It is Europe."),  # as before
 ])
 def test_splice(opening, question, reply, spliced):
     assert splice(opening, question, reply) == spliced
@@ -63,6 +70,14 @@ def test_splicer_passes_what_follows_an_agreeing_opening_as_it_streams():
     assert out[:5] == [""] * 5, "held until it is clear the reply begins with the opening"
     assert out[5] == "Bangkok", "then released at once, not at the sentence end"
     assert "".join(out) == "Bangkok." and not s.replaces and s.continued
+
+
+def test_splicer_goes_on_at_once_after_a_reply_that_restates_what_a_short_opening_said_as_it():
+    s = Splicer("It is", "What is the largest animal in the ocean?")
+    out = [s.push(p) for p in ["The", " largest", " animal", " in", " the", " ocean", " is", " the", " blue", " whale", "."]]
+    assert "".join(out[:7]) == "", "held until the full subject and its verb are heard"
+    assert out[7] == "the", "then released at once, not at the sentence end"
+    assert "".join(out) + s.flush() == "the blue whale." and not s.replaces
 
 
 def test_splicer_waits_for_the_first_sentence_of_a_reply_in_another_order():
