@@ -88,8 +88,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "cascade-as-heard": ("cascade", {"standalone": False}),
     # KAME's first start: a partial of 2 words already starts a stream (this project waits for 3)
     "tandem-kame-start": ("tandem", {"min_turn_words": 2}),
-    # the subject of every opening longer than two words said as "It" once the LLM answers soon
-    "tandem-it-opening": ("tandem", {"short_opening_words": 2}),
+    # an opening's subject of up to five words said again in full even when the LLM answers soon (the rule
+    # before 2026-12-03: "The capital of Australia is Canberra." where the tandem now says "It is Canberra.")
+    "tandem-subject-opening": ("tandem", {"short_opening_words": 5}),
 }
 
 

@@ -78,7 +78,7 @@ def _second_person(text: str) -> str:
     return re.sub(r"\b[A-Za-z]+\b", lambda m: _PERSON.get(m.group(0).lower(), m.group(0)), text)
 
 
-SHORT_OPENING_WORDS = 5  # longer, the subject is said again as "It" when the LLM answers soon enough
+SHORT_OPENING_WORDS = 2  # longer, the subject is said as "It" when the LLM answers soon enough (docs/BENCHMARKS.md, "It is Canberra.")
 
 
 def restate(question: str, short: bool = False, short_words: int | None = None) -> str | None:

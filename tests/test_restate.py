@@ -121,8 +121,8 @@ def test_the_splicer_skips_a_list_number_the_reply_opens_with():
     ("Who wrote the play Romeo and Juliet?", "It was written by"),
     ("What is the largest planet in the solar system?", "It is"),
     ("Who painted the Mona Lisa?", "It was painted by"),
-    ("What is the capital of Thailand?", "The capital of Thailand is"),  # five words: said in full
-    ("How many legs does a spider have?", "A spider has"),
+    ("What is the capital of Thailand?", "It is"),
+    ("How many legs does a spider have?", "It has"),
     ("How many moons do the planets of the solar system have?", "The planets of the solar system have"),  # plural
 ])
 def test_a_long_opening_says_its_subject_as_it_when_asked_short(question, short):
@@ -138,3 +138,4 @@ def test_a_long_opening_says_its_subject_as_it_when_asked_short(question, short)
 def test_the_length_said_short_is_a_setting(question, short):
     assert restate(question, short=True, short_words=2) == short
     assert restate(question, short=False, short_words=2) == restate(question), "only when asked short"
+    assert restate("What is the capital of Thailand?", short=True, short_words=5) == "The capital of Thailand is"

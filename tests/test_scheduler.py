@@ -524,7 +524,8 @@ async def test_the_last_turns_opening_is_never_sent_for_a_follow_up():
     """A follow-up fragment is restated as the question it stands for ("And Germany?": "The capital of
     Germany is"), from its partial on; the last turn's "The capital of France is" is never sent again."""
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Berlin", "."])) as srv:
-        sched, timeline, emitted = make(srv, restate=True, min_turn_words=3)
+        # the subject said in full, as with a slower LLM (with a quick one both openings are "It is")
+        sched, timeline, emitted = make(srv, restate=True, min_turn_words=3, short_opening_words=5)
         sched.on_final("What is the capital of France?")
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         sched.conv.on_assistant("The capital of France is Paris.")
