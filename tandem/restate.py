@@ -78,7 +78,9 @@ def _second_person(text: str) -> str:
     return re.sub(r"\b[A-Za-z]+\b", lambda m: _PERSON.get(m.group(0).lower(), m.group(0)), text)
 
 
-SHORT_OPENING_WORDS = 2  # longer, the subject is said as "It" when the LLM answers soon enough (docs/BENCHMARKS.md, "It is Canberra.")
+# longer, the subject is said as "It" when the LLM answers soon enough ("It is Canberra."): every word
+# before the answer is heard, and a quick LLM's answer is there before the subject would be said again
+SHORT_OPENING_WORDS = 2
 
 
 def restate(question: str, short: bool = False, short_words: int | None = None) -> str | None:
