@@ -43,6 +43,12 @@ _ANNOUNCING = {"that", "it", "this", "a", "different", "question", "one", "more"
                "moment", "minute", "quick", "me", "ask", "you", "something", "sec"}
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 _UNFINISHED = re.compile(r"(?:\.\.\.|…|-)$")  # how Whisper ends a partial cut off mid-word or mid-sentence
+
+
+def cut_off(text: str) -> bool:
+    """Whisper marked the end of `text` as cut off ("...of Aust...", "the capital of each..."): its last
+    word may be a piece of another."""
+    return bool(_UNFINISHED.search(text.strip()))
 _ABOUT = re.compile(r"^(?:what|how) about\s+", re.IGNORECASE)
 
 _WH = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how"}
@@ -256,7 +262,7 @@ def standalone(utterance: str, previous: str | None) -> str | None:
     asked (already standing alone); None when it stands alone already, is no follow-up, or cannot be
     placed in the previous question. A partial transcript that Whisper marks as cut off ("Never...",
     "and the cap-") is no fragment yet: its last words are still to come."""
-    if not previous or _UNFINISHED.search(utterance.strip()) or not is_fragment(utterance) \
+    if not previous or cut_off(utterance) or not is_fragment(utterance) \
             or is_backchannel(utterance):
         return None
     text = _ABOUT.sub("", without_lead_in(utterance))

@@ -16,7 +16,7 @@ import re
 from typing import Callable
 
 from .copying import NUMBER_WORDS
-from .followup import without_lead_in
+from .followup import cut_off, without_lead_in
 
 _POLITE = re.compile(r"^(?:(?:can|could) you tell me|do you know|(?:please )?tell me|any idea)[\s,]+", re.IGNORECASE)
 _PAST = {"wrote": "written", "painted": "painted", "invented": "invented", "discovered": "discovered",
@@ -89,6 +89,8 @@ def restate(question: str, short: bool = False, short_words: int | None = None) 
     opening of more than `short_words` (SHORT_OPENING_WORDS) words names its subject "It" ("The play Romeo and
     Juliet was written by" -> "It was written by"): at the front-end's pace each word delays the
     answer by about a third of a second, worth it only while the LLM's reply is still to come."""
+    if cut_off(question):
+        return None  # "What is the capital of each..." is not a whole question: its last word may be "Egypt"
     q = _clean(question)
     for pattern, build in _RULES:
         m = pattern.match(q)
