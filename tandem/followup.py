@@ -43,12 +43,6 @@ _ANNOUNCING = {"that", "it", "this", "a", "different", "question", "one", "more"
                "moment", "minute", "quick", "me", "ask", "you", "something", "sec"}
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 _UNFINISHED = re.compile(r"(?:\.\.\.|…|-)$")  # how Whisper ends a partial cut off mid-word or mid-sentence
-
-
-def cut_off(text: str) -> bool:
-    """Whisper marked the end of `text` as cut off ("...of Aust...", "the capital of each..."): its last
-    word may be a piece of another."""
-    return bool(_UNFINISHED.search(text.strip()))
 _ABOUT = re.compile(r"^(?:what|how) about\s+", re.IGNORECASE)
 
 _WH = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how"}
@@ -255,6 +249,12 @@ def _resolve(frag: list[str], q: list[str]) -> list[str] | None:
     same_kind = [p for p in phrases if _kind(q[p[0]:p[1]]) == kind]
     i, j = (same_kind or phrases)[-1]
     return _replace(q, i, j, frag)
+
+
+def cut_off(text: str) -> bool:
+    """Whisper marked the end of `text` as cut off ("...of Aust...", "the capital of each..."): its last
+    word may be a piece of another."""
+    return bool(_UNFINISHED.search(text.strip()))
 
 
 def standalone(utterance: str, previous: str | None) -> str | None:

@@ -154,7 +154,7 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     m = re.match(r"\s*(.+?[.!?])(\s+.*)?$", reply, re.DOTALL)
     first, rest = (m.group(1), m.group(2) or "") if m else (reply.strip(), "")
     sentence = _norm_words(first)
-    said_after = _after_restated_subject(opening, question, first)
+    said_after = _after_words(_full_opening_words(opening, question), first)
     if said_after:
         return f"{opening} {said_after}{rest}"
     about = [w for w in ow if w not in _FILLER_WORDS and w not in NUMBER_WORDS]  # "sixty four" may come as "64"
@@ -196,17 +196,20 @@ def _words_after(text: str, n: int) -> str:
     return text[words[n - 1].end():].lstrip() if n else text
 
 
-def _after_restated_subject(opening: str, question: str, first: str) -> str | None:
-    """What follows the opening the question restates in full, when the reply's first sentence begins with
-    it and the opening said is that one made short ("The largest animal in the ocean is the blue whale."
-    after "It is": "the blue whale."): the rest is the answer, common nouns included."""
-    full = restate(question)
-    fw = _norm_words(full or "")
-    if not fw or fw == _norm_words(opening):
+def _full_opening_words(opening: str, question: str) -> list[str]:
+    """The words of the opening `question` restates in full, when `opening` is that one made short
+    ("It is" for "The largest animal in the ocean is"); [] otherwise. A reply that begins with them goes
+    on after them, its answer common nouns included ("the blue whale.")."""
+    full = _norm_words(restate(question) or "")
+    return full if full != _norm_words(opening) else []
+
+
+def _after_words(words: list[str], text: str) -> str | None:
+    """`text` after its first words, when they are `words` and more follow; None otherwise."""
+    said = _norm_words(text)
+    if not words or len(said) <= len(words) or said[: len(words)] != words:
         return None
-    if _norm_words(first)[: len(fw)] != fw or len(_norm_words(first)) <= len(fw):
-        return None
-    return _words_after(first, len(fw)).strip()
+    return _words_after(text, len(words)).strip()
 
 
 class Splicer:
@@ -224,10 +227,7 @@ class Splicer:
         self._decided = False
         self.replaces = False
         self.continued = False  # some reply text was passed on
-        # the opening the question restates in full, when the one said is it made short ("It is"): a reply
-        # that begins with it goes on after it ("The largest animal in the ocean is" -> "the blue whale.")
-        full = _norm_words(restate(question) or "")
-        self._full = full if full != _norm_words(opening) else []
+        self._full = _full_opening_words(opening, question)  # worked out once, not for every chunk
 
     def push(self, text: str) -> str:
         if self._decided:
@@ -239,8 +239,9 @@ class Splicer:
         complete = bool(re.search(r"[.!?](\s|$)", held))
         if len(hw) > len(ow) and hw[: len(ow)] == ow:
             return self._release(held)
-        if self._full and len(hw) > len(self._full) and hw[: len(self._full)] == self._full:
-            return self._release(self.opening + " " + _words_after(held, len(self._full)))
+        after = _after_words(self._full, held)
+        if after is not None:
+            return self._release(self.opening + " " + after)
         if hw and hw[: len(ow)] != ow[: len(hw)] and complete:
             return self._release(splice(self.opening, self.question, held) or held)
         return ""
