@@ -91,6 +91,10 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # an opening's subject of up to five words said again in full even when the LLM answers soon (the rule
     # before 2026-12-03: "The capital of Australia is Canberra." where the tandem now says "It is Canberra.")
     "tandem-subject-opening": ("tandem", {"short_opening_words": 5}),
+    # the user's voice activity as the Listener process reports it, one or two frames after the audio (the rule
+    # before 2026-12-03's third round; listener/frame_vad.py measures it in the frame loop)
+    "tandem-listener-vad": ("tandem", {"frame_vad": False}),
+    "cascade-listener-vad": ("cascade", {"frame_vad": False}),
 }
 
 

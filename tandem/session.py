@@ -31,6 +31,7 @@ from .conversation import Conversation
 from .errors import FrontEndUnavailable
 from .frontend import FrontEnd, UserFrame, speaking
 from .metrics import TurnOnsets
+from .listener.frame_vad import FrameVoiceMeter
 from .listener.process import ListenerProcess
 from .llm.client import ChatClient
 from .oracle import OraclePolicy, OracleStream
@@ -91,6 +92,9 @@ class SessionConfig:
     cascade_max_tokens: int = 80
     extractive: bool = True  # with knowledge, a sentence of a document that answers outright is an oracle
     knowledge: bool = True  # use the stack's knowledge base, when it has one (False: a bench's side-by-side run)
+    # the user's voice activity measured in the frame loop on the frame just received (listener/frame_vad.py);
+    # False: as the Listener process last reported it, one or two frames later
+    frame_vad: bool = True
 
 
 class Session:
@@ -140,7 +144,8 @@ class Session:
                 raise ValueError("cascade mode needs an LLM client")
             provider = for_cascade(client, knowledge, config.scheduler.prompt_form)
             self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
-        # Listener state as last reported (updated on the event loop)
+        self.meter = FrameVoiceMeter() if config.frame_vad else None
+        # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
         self.vad_prob = 0.0
         self.in_speech = False
         self.listener_busy = False
@@ -190,7 +195,8 @@ class Session:
     def _on_listener(self, msg: dict[str, Any]) -> None:
         kind = msg.get("kind")
         if kind == "progress":
-            self.vad_prob = float(msg.get("vad_prob", 0.0))
+            if self.meter is None:
+                self.vad_prob = float(msg.get("vad_prob", 0.0))
             self.in_speech = bool(msg.get("in_speech"))
             self.listener_busy = bool(msg.get("busy"))
             self.heard_s = float(msg.get("audio_s", 0.0))
@@ -296,6 +302,8 @@ class Session:
             self.scheduler.start()
         if self.front_end is not None:
             self.front_end.reset()
+        if self.meter is not None:
+            self.meter.reset()
         self._silent_frames = 10**9
         self._onsets = TurnOnsets()
         self._next_k = 0
@@ -306,6 +314,8 @@ class Session:
         p0 = time.perf_counter()
         self.timeline.current_frame = k
         self.listener.feed(self.sid, frame)
+        if self.meter is not None:
+            self.vad_prob = self.meter.feed(frame)
         self._drain_oracle_events(k)
         return t0, p0
 
@@ -440,6 +450,8 @@ class Session:
             self._unsubscribe()
             self._unsubscribe = None
         self.listener.close(self.sid)
+        if self.meter is not None:
+            self.meter.close()
         if self.scheduler is not None:
             await self.scheduler.aclose()
         if self.cascade is not None:

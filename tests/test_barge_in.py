@@ -80,7 +80,7 @@ async def test_cascade_stops_at_once_when_talked_over_and_answers_the_next_quest
     with _ByRequest() as srv:
         client = ChatClient(LLMConfig(url=srv.url, model="m"))
         voicer = Voicer(WordTTS())
-        sess = Session(SessionConfig(mode="cascade"), listener(), client, voicer=voicer)
+        sess = Session(SessionConfig(mode="cascade", frame_vad=False), listener(), client, voicer=voicer)
         out = await sess.run(frames(8.0))
         voicer.close()
         await client.aclose()
@@ -147,7 +147,7 @@ async def test_tandem_history_after_a_barge_in_holds_only_what_was_voiced():
     with _ByRequest(LONG[:16], delay_s=0.0) as srv:
         client = ChatClient(LLMConfig(url=srv.url, model="m"))
         fe = MouthFrontEnd()
-        sess = Session(SessionConfig(mode="tandem"), listener(), client, front_end=fe,
+        sess = Session(SessionConfig(mode="tandem", frame_vad=False), listener(), client, front_end=fe,
                        oracle_policy=make_policy("prefix"))
         out = await sess.run(frames(7.0))
         fe.mouth.close()
@@ -321,7 +321,7 @@ def test_the_mouth_falls_silent_for_an_interruption_and_never_says_the_rest(burs
 
 
 def cascade_session(script, speech):
-    return lambda client, voicer: Session(SessionConfig(mode="cascade"), FakeListener(
+    return lambda client, voicer: Session(SessionConfig(mode="cascade", frame_vad=False), FakeListener(
         list(SCRIPT[:1]) + script, in_speech_until=1.7, speech=speech), client, voicer=voicer)
 
 

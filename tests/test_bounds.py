@@ -50,7 +50,7 @@ def test_a_voice_far_behind_drops_new_segments_instead_of_queueing_them_forever(
 
 
 def test_oracle_events_beyond_the_bound_are_dropped_and_counted():
-    sess = Session(SessionConfig(mode="tandem"), FakeListener(), None, front_end=FakeFrontEnd())
+    sess = Session(SessionConfig(mode="tandem", frame_vad=False), FakeListener(), None, front_end=FakeFrontEnd())
     for i in range(Session.MAX_ORACLE_EVENTS + 100):
         sess._emit_oracle("append", f"w{i} ")
     assert len(sess._oracle_events) == Session.MAX_ORACLE_EVENTS

@@ -232,7 +232,7 @@ async def test_a_tandem_session_feeds_the_documents_answer_before_the_final_tran
     with FakeOpenAIServer() as srv:
         client = ChatClient(LLMConfig(url=srv.url, model="m"))
         fe = FakeFrontEnd()
-        sess = Session(SessionConfig(mode="tandem"), FakeListener(list(QUESTION), in_speech_until=1.7), client,
+        sess = Session(SessionConfig(mode="tandem", frame_vad=False), FakeListener(list(QUESTION), in_speech_until=1.7), client,
                        front_end=fe, knowledge=kb)
         await sess.run(frames(3.5))
         await client.aclose()
@@ -258,7 +258,7 @@ async def test_a_cascade_session_and_a_tandem_one_ask_the_llm_the_same_thing(tmp
         with FakeOpenAIServer() as srv:
             client = ChatClient(LLMConfig(url=srv.url, model="m"))
             voicer = Voicer(FakeTTS()) if mode == "cascade" else None
-            sess = Session(SessionConfig(mode=mode), FakeListener(list(script), in_speech_until=1.4), client,
+            sess = Session(SessionConfig(mode=mode, frame_vad=False), FakeListener(list(script), in_speech_until=1.4), client,
                            voicer=voicer, front_end=FakeFrontEnd() if mode == "tandem" else None, knowledge=kb)
             await sess.run(frames(3.0))
             if voicer:

@@ -31,7 +31,7 @@ def frames(secs: float) -> np.ndarray:
 async def run(mode, srv_url, secs=4.0, fe=None, tts=None, pace="realtime", script=QUESTION, speech_until=1.7):
     client = ChatClient(LLMConfig(url=srv_url, model="m")) if srv_url else None
     voicer = Voicer(tts) if tts else None
-    sess = Session(SessionConfig(mode=mode, pace=pace), FakeListener(list(script), in_speech_until=speech_until), client,
+    sess = Session(SessionConfig(mode=mode, pace=pace, frame_vad=False), FakeListener(list(script), in_speech_until=speech_until), client,
                    voicer=voicer, front_end=fe)
     t0 = time.perf_counter()
     out = await sess.run(frames(secs))
@@ -46,7 +46,7 @@ async def run(mode, srv_url, secs=4.0, fe=None, tts=None, pace="realtime", scrip
 def test_tandem_and_frontend_modes_refuse_to_run_without_a_front_end():
     for mode in ("tandem", "frontend"):
         with pytest.raises(FrontEndUnavailable, match="needs a front-end"):
-            Session(SessionConfig(mode=mode), FakeListener(), None)
+            Session(SessionConfig(mode=mode, frame_vad=False), FakeListener(), None)
 
 
 async def test_tandem_feeds_oracle_tokens_from_the_llm_stream_in_frame_order():
@@ -144,7 +144,7 @@ async def test_a_shorter_final_answer_stops_the_partials_longer_one():
     with _TwoAnswers() as srv:
         fe = FakeFrontEnd()
         client = ChatClient(LLMConfig(url=srv.url, model="m"))
-        sess = Session(SessionConfig(mode="tandem", pace="realtime"), FakeListener(script, in_speech_until=1.7),
+        sess = Session(SessionConfig(mode="tandem", pace="realtime", frame_vad=False), FakeListener(script, in_speech_until=1.7),
                        client, front_end=fe, oracle_policy=make_policy("prefix"))
         await sess.run(frames(5.0))
         await client.aclose()
@@ -164,7 +164,7 @@ async def test_finish_reply_goes_on_past_the_input_until_the_reply_is_over():
         with FakeOpenAIServer() as srv:
             client = ChatClient(LLMConfig(url=srv.url, model="m"))
             voicer = Voicer(WordTTS())
-            sess = Session(SessionConfig(mode="cascade"), FakeListener(list(QUESTION), in_speech_until=1.7),
+            sess = Session(SessionConfig(mode="cascade", frame_vad=False), FakeListener(list(QUESTION), in_speech_until=1.7),
                            client, voicer=voicer)
             out = await sess.run(frames(2.16), finish_reply_s=finish_s)
             voicer.close()

@@ -10,6 +10,7 @@ notices a refused one).
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import logging
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ..errors import TandemError
+from ..listener.frame_vad import SILERO
 from .ticker import Hub
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
     client = None
     try:
         await ws.prepare(request)
+        await asyncio.to_thread(SILERO.ensure_spare)  # the session's voice meter, not built on the ticker's thread
         client = hub.create_client(ws, events=request.query.get("events", "0") in ("1", "true", "yes"), peer=peer)
         hub.join(client)
         async for msg in ws:
