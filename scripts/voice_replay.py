@@ -7,6 +7,7 @@ recorded ones, so a checkpoint is judged on the very inputs a live session gave 
     python scripts/voice_replay.py out/bench/timelines/*.tandem.d0.json \
         --questions ../shared/data/questions-dev.jsonl --checkpoint A.pt --checkpoint B.pt [--out F.json]
     python scripts/voice_replay.py ... --rules default --rules no-repair   # decoding rules side by side
+    python scripts/voice_replay.py ... --vad-lag 0 --vad-lag 2   # voice activity from the input audio, 0 or 2 frames late
 
 Per timeline and checkpoint: the time from the end of the user's speech (the VAD's) to the first sound
 and to the answer word (placed within its segment in proportion to the characters before it), the
@@ -37,7 +38,7 @@ from tandem.tts import HibariTTS
 RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False)}
 
 
-def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
+def voice_replay(tl: dict, fe: CompactFrontEnd, vad_lag: int | None = None) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
     """(audio, [(sample where a segment starts, its text)], the VAD's end of speech in seconds)."""
     audio, starts = [], []
 
@@ -48,7 +49,7 @@ def voice_replay(tl: dict, fe: CompactFrontEnd) -> tuple[np.ndarray, list[tuple[
         while fe.mouth.voicer.synthesizing:  # the voice keeps up within the frame, whatever the load
             time.sleep(0.001)
 
-    replay(tl, fe, after_step=heard)
+    replay(tl, fe, after_step=heard, vad_lag=vad_lag)
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     return np.concatenate(audio), starts, (ends[-1] if ends else None)
 
@@ -78,20 +79,25 @@ def main() -> None:
     ap.add_argument("--checkpoint", type=Path, action="append", default=[])
     ap.add_argument("--rules", action="append", default=[], choices=sorted(RULES),
                     help="decoding rules to compare, each with every checkpoint (default: the front-end's)")
+    ap.add_argument("--vad-lag", type=int, action="append", default=[],
+                    help="voice activity measured again from the input audio, this many frames late (default: as recorded)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     answers = {q.id: q.answers for q in load_questions(args.questions, None)}
     tts = HibariTTS()
-    configs = [(str(ck), rules) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT]) for rules in (args.rules or ["default"])]
-    checkpoints = [ck if rules == "default" else f"{ck} [{rules}]" for ck, rules in configs]
+    configs = [(str(ck), rules, lag) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT])
+               for rules in (args.rules or ["default"]) for lag in (args.vad_lag or [None])]
+    checkpoints = [ck + "".join(f" [{x}]" for x in (rules if rules != "default" else None,
+                                                   None if lag is None else f"vad lag {lag}") if x)
+                   for ck, rules, lag in configs]
     runs = []
-    for (path_ck, rules), ck in zip(configs, checkpoints):
+    for (path_ck, rules, lag), ck in zip(configs, checkpoints):
         fe = CompactFrontEnd(path_ck, tts=tts)
         fe.rules = RULES[rules]
-        for path in tqdm(args.timelines, desc=f"{Path(path_ck).parent.name} {rules}"):
+        for path in tqdm(args.timelines, desc=f"{Path(path_ck).parent.name} {rules} {lag}"):
             tl = json.loads(path.read_text())
             qid = tl.get("meta", {}).get("question_id") or path.name.split(".")[0]
-            audio, starts, end_s = voice_replay(tl, fe)
+            audio, starts, end_s = voice_replay(tl, fe, lag)
             first = next((s for s, _ in starts), None)
             ans = answer_time(audio, starts, answers.get(qid, []))
             runs.append({"timeline": str(path), "question_id": qid, "checkpoint": ck,

@@ -104,6 +104,12 @@ def test_old_timelines_get_their_voice_activity_from_the_input_audio(tmp_path, f
     assert vad[-5:].max() < 0.3, "silent tail"
     with pytest.raises(ValueError, match="voice activity"):
         inputs_from_timeline({"frames": frames, "events": []}, fe.tokenizer)
+    recorded = {**frames, "vad": [0.5] * n}
+    tl = {"frames": recorded, "events": [], "meta": {"input": str(wav)}}
+    assert inputs_from_timeline(tl, fe.tokenizer).vad == [0.5] * n, "a recorded voice activity is taken as it is"
+    now, late = (inputs_from_timeline(tl, fe.tokenizer, vad_lag=lag) for lag in (0, 2))
+    assert now.vad_source == late.vad_source == "audio", "vad_lag measures it again from the input audio"
+    assert late.vad[2:] == now.vad[:-2] and late.vad[:2] == [0.0, 0.0], "two frames late"
 
 
 def test_said_answer_matches_whole_words():

@@ -29,7 +29,7 @@ from ...timeline import ORACLE_APPEND, ORACLE_END, ORACLE_RESET
 from .frontend import CompactFrontEnd
 from .tokenizer import END
 
-VAD_LAG_FRAMES = 1  # a live step sees the Listener's report on the frame before
+VAD_LAG_FRAMES = 0  # a live step measures the frame it steps with (listener/frame_vad.py)
 
 
 @dataclass
@@ -59,8 +59,9 @@ class ReplayResult:
 
 
 def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FRAMES) -> list[float]:
-    """The per-frame voice activity a live session would have reported: the Listener's Silero VAD
-    on 16 kHz audio, the highest window probability of each frame's chunk, `lag` frames late."""
+    """The per-frame voice activity a live session would have heard: Silero on 16 kHz audio, the highest
+    window probability of each frame's chunk, `lag` frames late (1 for a session that took the Listener's
+    report, `SessionConfig.frame_vad=False`)."""
     from ...listener.vad import VadSegmenter
 
     seg = VadSegmenter()
@@ -97,7 +98,9 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
 
 
 def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path | None = None,
-                         policy: str | None = None) -> ReplayInputs:
+                         policy: str | None = None, vad_lag: int | None = None) -> ReplayInputs:
+    """`vad_lag`: measure the voice activity again from the input audio, this many frames late, rather
+    than take the recorded one (to compare where the front-end hears the user stop, on the same oracles)."""
     frames = tl["frames"]
     times: list[float] = frames["t"]
     n = len(times)
@@ -111,13 +114,14 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
             i += 1
         transcripts.append(text)
     recorded = frames.get("vad") or []
-    if len(recorded) == n and all(v >= 0 for v in recorded):
+    if vad_lag is None and len(recorded) == n and all(v >= 0 for v in recorded):
         vad, source = [float(v) for v in recorded], "timeline"
     else:
         path = audio_path or tl.get("meta", {}).get("input")
         if not path:
             raise ValueError("this timeline records no voice activity and names no input audio; pass the wav")
-        vad, source = vad_from_audio(load_input(path, allow_silent=True).samples, n), "audio"
+        lag = VAD_LAG_FRAMES if vad_lag is None else vad_lag
+        vad, source = vad_from_audio(load_input(path, allow_silent=True).samples, n, lag), "audio"
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
@@ -126,10 +130,11 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
            audio_path: str | Path | None = None, policy: str | None = None,
-           after_step: Callable[[int, FrontEndOutput], None] | None = None) -> ReplayResult:
+           after_step: Callable[[int, FrontEndOutput], None] | None = None,
+           vad_lag: int | None = None) -> ReplayResult:
     """Steps `front_end` (built without a voice) over the recorded inputs; deterministic.
     `after_step(frame, output)` sees each frame's output (a front-end built with a voice gives audio)."""
-    inp = inputs_from_timeline(tl, front_end.tokenizer, audio_path, policy)
+    inp = inputs_from_timeline(tl, front_end.tokenizer, audio_path, policy, vad_lag)
     front_end.reset()
     silent = np.zeros(FRAME_SAMPLES, np.float32)
     pieces: list[tuple[int, str]] = []
