@@ -31,7 +31,7 @@ from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
-from .scoring import Transcriber, Word, find_answer, onset_after
+from .scoring import Transcriber, Word, find_answer, listening_context, onset_after
 from .stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
@@ -302,14 +302,18 @@ def plot_dialogues(path: Path, runs: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list[Span]) -> list[list[Word]]:
+def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list[Span],
+                    turns: list[Turn]) -> list[list[Word]]:
     """The assistant's words heard from each turn's onset to the next turn's (the last: to the end),
-    transcribed window by window (short windows keep Whisper's word times and text reliable)."""
+    transcribed window by window (short windows keep Whisper's word times and text reliable), each with
+    what the user has said so far as the listener's context (`listening_context`)."""
     out = []
     for i, sp in enumerate(spans):
         a = int(sp.onset * SAMPLE_RATE)
         b = int(spans[i + 1].onset * SAMPLE_RATE) if i + 1 < len(spans) else len(assistant)
-        out.append([Word(w.text, w.start + sp.onset, w.end + sp.onset) for w in transcriber.words(assistant[a:b])])
+        context = listening_context(" ".join(t.say for t in turns[: i + 1]), turns[i].answers)
+        out.append([Word(w.text, w.start + sp.onset, w.end + sp.onset)
+                    for w in transcriber.words(assistant[a:b], context)])
     return out
 
 
@@ -350,7 +354,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
                         paths = {k: out / sub / f"{stem}.{ext}" for k, sub, ext in
                                  (("output_wav", "audio", "wav"), ("timeline", "timelines", "json"), ("plot", "timelines", "png"))}
                         write_outputs(res, paths["output_wav"], paths["timeline"], paths["plot"])
-                        words = _words_per_turn(transcriber, res.assistant, spans)
+                        words = _words_per_turn(transcriber, res.assistant, spans, d.turns)
                         rec.update(score_dialogue(d, spans, res.assistant, words, res.timeline.to_dict()))
                         rec.update({k: str(v) for k, v in paths.items()})
                     except TandemError:

@@ -75,6 +75,18 @@ def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Wo
     return None
 
 
+def listening_context(question: str, answers: list[str]) -> str | None:
+    """What a listener knows when the reply comes: the question just asked. Given to Whisper as its
+    prompt, it hears "It is Seoul." and "It is flour." where, without it, a short answer came out as "It
+    is so..." and "It is flower." (a full sentence restating the question was heard right either way,
+    so the scorer favoured the cascade's long replies). None when an accepted answer is in the question
+    itself: the prompt could then put the answer in Whisper's mouth."""
+    q = f" {normalize(question)} "
+    if any(normalize(a) and f" {normalize(a)} " in q for a in answers):
+        return None
+    return question or None
+
+
 class Transcriber:
     """Whisper tiny.en (the bundled weights) with word timestamps, for scoring output audio."""
 
@@ -85,13 +97,15 @@ class Transcriber:
 
         self.model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8", cpu_threads=threads)
 
-    def words(self, audio24k: np.ndarray) -> list[Word]:
+    def words(self, audio24k: np.ndarray, context: str | None = None) -> list[Word]:
+        """`context`: the question the audio answers (`listening_context`), as Whisper's prompt."""
         if not len(audio24k) or float(np.max(np.abs(audio24k))) < AUDIBLE:
             return []
         x = resample(audio24k, SAMPLE_RATE, 16000)
         segs, _ = self.model.transcribe(x, language="en", beam_size=1, word_timestamps=True,
-                                        condition_on_previous_text=False, vad_filter=False)
+                                        condition_on_previous_text=False, vad_filter=False,
+                                        initial_prompt=context or None)
         return [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
 
 
-__all__ = ["Word", "Transcriber", "find_answer", "normalize", "onset_after", "response_gaps", "speech_end_of"]
+__all__ = ["Word", "Transcriber", "find_answer", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]

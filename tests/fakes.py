@@ -231,11 +231,15 @@ class FakeStack:
 
 
 class FakeTranscriber:
-    """Hears "It is Paris." wherever the assistant channel is loud."""
+    """Hears "It is Paris." wherever the assistant channel is loud; keeps the context each call was given."""
 
-    def words(self, audio: np.ndarray) -> list:
+    def __init__(self) -> None:
+        self.contexts: list[str | None] = []
+
+    def words(self, audio: np.ndarray, context: str | None = None) -> list:
         from tandem.scoring import Word
 
+        self.contexts.append(context)
         loud = np.flatnonzero(np.abs(audio) > 0.1)
         if not len(loud):
             return []

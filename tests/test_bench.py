@@ -41,7 +41,8 @@ def fake_run_session(stack, audio, config, front_end_name="compact", oracle_poli
 
 def test_bench_records_every_variant_and_goes_on_after_a_failed_run(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "Stack", FakeStack)
-    monkeypatch.setattr(bench, "Transcriber", FakeTranscriber)
+    heard = FakeTranscriber()
+    monkeypatch.setattr(bench, "Transcriber", lambda: heard)
     monkeypatch.setattr(bench, "run_session", fake_run_session)
     monkeypatch.setattr(bench, "write_outputs", lambda res, wav, tl, png: [Path(p).write_bytes(b"x") for p in (wav, tl, png)])
     args = argparse.Namespace(questions=write_questions(tmp_path / "q.jsonl"), limit=None, modes="tandem,cascade",
@@ -63,6 +64,8 @@ def test_bench_records_every_variant_and_goes_on_after_a_failed_run(tmp_path, mo
     assert s["tandem[kame]"]["correct_rate"] == 0.5  # it always says Paris
     assert (tmp_path / "out" / "latency.png").stat().st_size > 10_000
     assert "tandem[prefix]" in (tmp_path / "out" / "summary.md").read_text()
+    questions = [json.loads(line)["question"] for line in args.questions.read_text().splitlines()]
+    assert set(heard.contexts) == set(questions), "each reply is heard with its question as the listener's context"
 
 
 def test_unknown_policy_fails_before_any_audio(tmp_path, monkeypatch):

@@ -146,7 +146,11 @@ def test_the_dev_dialogues_load():
 class FakeTranscriber:
     """Hears "It is Cairo." at the start of the window's last stretch of sound."""
 
-    def words(self, audio):
+    def __init__(self) -> None:
+        self.contexts: list[str | None] = []
+
+    def words(self, audio, context=None):
+        self.contexts.append(context)
         loud = np.abs(audio) > 0.1
         if not loud.any():
             return []

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tandem.audio import SAMPLE_RATE
-from tandem.scoring import Transcriber, Word, find_answer, onset_after, speech_end_of
+from tandem.scoring import Transcriber, Word, find_answer, listening_context, onset_after, speech_end_of
 
 SR = SAMPLE_RATE
 
@@ -58,3 +58,24 @@ def test_numbers_match_in_their_spoken_form():
     assert find_answer(heard, ["forty-five"]) is not None
     assert find_answer([Word("45", 0.0, 0.4)], ["forty five"]) == Word("45", 0.0, 0.4), "one word spoken as two"
     assert find_answer(heard, ["forty"]) is not None and find_answer(heard, ["44"]) is None
+
+
+@pytest.mark.parametrize("reply,question,answer", [
+    ("It is flour.", "What is the main ingredient in bread?", "flour"),
+    ("It is Seoul.", "What is the capital of South Korea?", "seoul"),
+])
+def test_a_short_answer_is_heard_as_a_listener_who_asked_hears_it(transcriber, reply, question, answer):
+    """The assistant's own voice saying a short answer: Whisper alone wrote "flower" and "so" here; given
+    the question as the listener's context it hears the answer."""
+    from tandem.tts import HibariTTS
+
+    audio = np.concatenate([silence(0.5), np.asarray(HibariTTS().synthesize(reply), np.float32), silence(0.5)])
+    context = listening_context(question, [answer])
+    assert context == question
+    assert find_answer(transcriber.words(audio, context), [answer]) is not None
+
+
+def test_no_context_when_the_question_holds_an_accepted_answer():
+    assert listening_context("Is the capital of France Paris or Lyon?", ["Paris"]) is None
+    assert listening_context("What do bees make?", ["honey"]) == "What do bees make?"
+    assert listening_context("", ["x"]) is None

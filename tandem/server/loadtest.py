@@ -127,15 +127,18 @@ def _heard_after(c: ProtocolClient, t: float, window_s: float) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
 
-def score_answers(reports: list[SessionReport], answers: list[list[str]], transcriber=None) -> None:  # noqa: ANN001
-    """Transcribe what each turn got back and note when its answer word was heard (None: not heard)."""
-    from ..scoring import Transcriber, find_answer
+def score_answers(reports: list[SessionReport], answers: list[list[str]], transcriber=None,  # noqa: ANN001
+                  questions: list[str] | None = None) -> None:
+    """Transcribe what each turn got back and note when its answer word was heard (None: not heard).
+    `questions`: what each turn asked, the listener's context (scoring.listening_context)."""
+    from ..scoring import Transcriber, find_answer, listening_context
 
     transcriber = transcriber or Transcriber()
     for r in reports:
         r.answers_heard_s = []
         for audio, qi in zip(r.turn_audio, r.turn_questions):
-            hit = find_answer(transcriber.words(audio), answers[qi]) if len(audio) else None
+            context = listening_context(questions[qi], answers[qi]) if questions else None
+            hit = find_answer(transcriber.words(audio, context), answers[qi]) if len(audio) else None
             r.answers_heard_s.append(round(hit.start, 3) if hit else None)
 
 
@@ -300,7 +303,7 @@ def parse_session_counts(text: str) -> list[int]:
     return sorted(set(counts))
 
 
-def _one_run(args, n: int, audios: list[np.ndarray], answers: list[list[str]], transcriber) -> tuple[dict, list]:  # noqa: ANN001
+def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[str]]], transcriber) -> tuple[dict, list]:  # noqa: ANN001
     proc = None
     url = args.url
     try:
@@ -316,7 +319,8 @@ def _one_run(args, n: int, audios: list[np.ndarray], answers: list[list[str]], t
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    score_answers(reports, answers, transcriber)  # after the run: transcribing is not part of the load
+    # after the run: transcribing is not part of the load
+    score_answers(reports, [a for _, a in qa], transcriber, [q for q, _ in qa])
     summary = summarize(reports, status)
     summary["cpu"] = cpu
     summary["verdict"] = verdict(summary)
@@ -365,11 +369,10 @@ def run_loadtest(args) -> int:  # noqa: ANN001
         raise TandemError("--duration must be between 0 and 3600 seconds")
     qa = questions_and_answers(args.questions, args.limit)
     audios = [speak(q, args.voice, lead_s=0.5, tail_s=args.tail) for q, _ in qa]
-    answers = [a for _, a in qa]
     transcriber = Transcriber()
     rows, all_reports = [], {}
     for n in counts:
-        summary, reports = _one_run(args, n, audios, answers, transcriber)
+        summary, reports = _one_run(args, n, audios, qa, transcriber)
         rows.append(summary)
         all_reports[n] = reports
         print(f"== {n} session(s)")
