@@ -26,7 +26,7 @@ from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY, make_policy
 from .runner import run_session, write_outputs
-from .scoring import Transcriber, find_answer, listening_context, onset_after, response_gaps, speech_end_of
+from .scoring import Transcriber, find_answer, hear, listening_context, onset_after, response_gaps, speech_end_of
 from .scheduler import SchedulerConfig
 from .session import SessionConfig
 from .stack import Stack, stack_config
@@ -204,7 +204,7 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
               transcriber: Transcriber) -> dict[str, Any]:
     s = summarize(tl)
     end = speech_end_of(user)
-    words = transcriber.words(assistant, listening_context(q.question, q.answers))
+    words = hear(transcriber, assistant, q.answers, listening_context(q.question, q.answers), after=end or 0.0)
     said = " ".join(w.text for w in words)
     hit = find_answer(words, q.answers, after=end or 0.0)
     onset = onset_after(assistant, end) if end is not None else None

@@ -31,7 +31,7 @@ from .errors import TandemError
 from .metrics import summarize
 from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
-from .scoring import Transcriber, Word, find_answer, listening_context, onset_after
+from .scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
 from .stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
@@ -305,15 +305,15 @@ def plot_dialogues(path: Path, runs: list[dict[str, Any]]) -> None:
 def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list[Span],
                     turns: list[Turn]) -> list[list[Word]]:
     """The assistant's words heard from each turn's onset to the next turn's (the last: to the end),
-    transcribed window by window (short windows keep Whisper's word times and text reliable), each with
-    what the user has said so far as the listener's context (`listening_context`)."""
+    transcribed window by window (short windows keep Whisper's word times and text reliable), each heard
+    with what the user has said so far as the listener's context (`scoring.hear`)."""
     out = []
     for i, sp in enumerate(spans):
         a = int(sp.onset * SAMPLE_RATE)
         b = int(spans[i + 1].onset * SAMPLE_RATE) if i + 1 < len(spans) else len(assistant)
         context = listening_context(" ".join(t.say for t in turns[: i + 1]), turns[i].answers)
         out.append([Word(w.text, w.start + sp.onset, w.end + sp.onset)
-                    for w in transcriber.words(assistant[a:b], context)])
+                    for w in hear(transcriber, assistant[a:b], turns[i].answers, context)])
     return out
 
 

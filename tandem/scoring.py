@@ -87,6 +87,20 @@ def listening_context(question: str, answers: list[str]) -> str | None:
     return question or None
 
 
+def hear(transcriber: "Transcriber", audio24k: np.ndarray, answers: list[str], context: str | None,
+         after: float = 0.0) -> list[Word]:
+    """A reply's words as the listener who asked hears them: Whisper prompted with `context` when that
+    transcript holds an accepted answer (after `after`), else Whisper alone. A prompt also makes Whisper
+    write the prompt itself over a reply it finds unclear ("Can you describe the water cycle step?" over a
+    cut reply ending "It is Jupiter."), so it may add an answer the plain transcript missed and never take
+    one away."""
+    if context:
+        words = transcriber.words(audio24k, context)
+        if find_answer(words, answers, after) is not None:
+            return words
+    return transcriber.words(audio24k)
+
+
 class Transcriber:
     """Whisper tiny.en (the bundled weights) with word timestamps, for scoring output audio."""
 
@@ -108,4 +122,4 @@ class Transcriber:
         return [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
 
 
-__all__ = ["Word", "Transcriber", "find_answer", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]
+__all__ = ["Word", "Transcriber", "find_answer", "hear", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]

@@ -65,7 +65,7 @@ def test_bench_records_every_variant_and_goes_on_after_a_failed_run(tmp_path, mo
     assert (tmp_path / "out" / "latency.png").stat().st_size > 10_000
     assert "tandem[prefix]" in (tmp_path / "out" / "summary.md").read_text()
     questions = [json.loads(line)["question"] for line in args.questions.read_text().splitlines()]
-    assert set(heard.contexts) == set(questions), "each reply is heard with its question as the listener's context"
+    assert set(questions) <= set(heard.contexts), "each reply is heard with its question as the listener's context"
 
 
 def test_unknown_policy_fails_before_any_audio(tmp_path, monkeypatch):

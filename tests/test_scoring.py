@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tandem.audio import SAMPLE_RATE
-from tandem.scoring import Transcriber, Word, find_answer, listening_context, onset_after, speech_end_of
+from tandem.scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after, speech_end_of
 
 SR = SAMPLE_RATE
 
@@ -79,3 +79,31 @@ def test_no_context_when_the_question_holds_an_accepted_answer():
     assert listening_context("Is the capital of France Paris or Lyon?", ["Paris"]) is None
     assert listening_context("What do bees make?", ["honey"]) == "What do bees make?"
     assert listening_context("", ["x"]) is None
+
+
+class FakePromptCopier:
+    """A Whisper that writes its prompt over the reply when it has one (what it did over a cut reply)."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.calls: list[str | None] = []
+
+    def words(self, audio, context=None):
+        self.calls.append(context)
+        text = context if context else self.reply
+        return [Word(w, 0.1 * i, 0.1 * i + 0.1) for i, w in enumerate(text.split())]
+
+
+def test_hearing_with_the_question_adds_answers_and_never_takes_one_away():
+    copier = FakePromptCopier("It is Jupiter.")
+    q = "Sorry, what is the largest planet?"
+    heard = hear(copier, np.ones(10, np.float32), ["jupiter"], q)
+    assert [w.text for w in heard] == ["It", "is", "Jupiter."], "the prompted transcript missed it: Whisper alone"
+    assert copier.calls == [q, None]
+
+    class Hears:  # prompted: the answer; alone: a homophone
+        def words(self, audio, context=None):
+            return [Word("flour." if context else "flower.", 0.0, 0.3)]
+
+    assert [w.text for w in hear(Hears(), np.ones(10, np.float32), ["flour"], "What is in bread?")] == ["flour."]
+    assert [w.text for w in hear(Hears(), np.ones(10, np.float32), ["flour"], None)] == ["flower."]

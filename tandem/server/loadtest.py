@@ -131,14 +131,14 @@ def score_answers(reports: list[SessionReport], answers: list[list[str]], transc
                   questions: list[str] | None = None) -> None:
     """Transcribe what each turn got back and note when its answer word was heard (None: not heard).
     `questions`: what each turn asked, the listener's context (scoring.listening_context)."""
-    from ..scoring import Transcriber, find_answer, listening_context
+    from ..scoring import Transcriber, find_answer, hear, listening_context
 
     transcriber = transcriber or Transcriber()
     for r in reports:
         r.answers_heard_s = []
         for audio, qi in zip(r.turn_audio, r.turn_questions):
             context = listening_context(questions[qi], answers[qi]) if questions else None
-            hit = find_answer(transcriber.words(audio, context), answers[qi]) if len(audio) else None
+            hit = find_answer(hear(transcriber, audio, answers[qi], context), answers[qi]) if len(audio) else None
             r.answers_heard_s.append(round(hit.start, 3) if hit else None)
 
 
