@@ -313,7 +313,7 @@ def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list
         b = int(spans[i + 1].onset * SAMPLE_RATE) if i + 1 < len(spans) else len(assistant)
         context = listening_context(" ".join(t.say for t in turns[: i + 1]), turns[i].answers)
         out.append([Word(w.text, w.start + sp.onset, w.end + sp.onset)
-                    for w in hear(transcriber, assistant[a:b], turns[i].answers, context)])
+                    for w in hear(transcriber, assistant[a:b], turns[i].answers, context, after=sp.end - sp.onset)])
     return out
 
 
