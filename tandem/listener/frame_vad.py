@@ -5,7 +5,7 @@ frame loop one or two frames after the audio it describes: the frame is sent at 
 comes back while step k runs with the previous one. On the dev questions that put the front-end's
 "the user has stopped" 0.32 s after the end of speech, where Silero itself says so after 0.10-0.17 s.
 Moshi hears the user's frame in the step that answers it; `FrameVoiceMeter` does the same for the
-voice-activity input: about 0.45 ms a frame on one core (a 24 -> 16 kHz resample and two or three
+voice-activity input: about 0.4 ms a frame on an idle core (a 24 -> 16 kHz resample and two or three
 Silero windows), so it runs inline.
 """
 from __future__ import annotations
