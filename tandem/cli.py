@@ -447,10 +447,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"onset latency (end of speech -> first assistant audio): {onset}")
     heard_answer = True
     if args.answer:
-        from .scoring import Transcriber, find_answer, speech_end_of
+        from .scoring import Transcriber, find_answer, hear, listening_context, speech_end_of
 
         end = speech_end_of(result.input.samples)
-        words = Transcriber().words(result.assistant)
+        # the question as the Listener heard it is the listener's context (scoring.hear)
+        words = hear(Transcriber(), result.assistant, args.answer,
+                     listening_context(s["final_text"] or "", args.answer), after=end or 0.0)
         hit = find_answer(words, args.answer, after=end or 0.0)
         heard_answer = hit is not None and end is not None
         print(f"heard from the assistant: {' '.join(w.text for w in words)!r}")
