@@ -302,8 +302,6 @@ class Session:
             self.scheduler.start()
         if self.front_end is not None:
             self.front_end.reset()
-        if self.meter is not None:
-            self.meter.reset()
         self._silent_frames = 10**9
         self._onsets = TurnOnsets()
         self._next_k = 0

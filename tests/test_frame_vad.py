@@ -56,7 +56,7 @@ def test_the_session_steps_with_the_voice_activity_of_the_frame_it_just_received
     heard = [u.vad_prob for u in fe.frames]
     assert np.allclose(heard, expected[: len(heard)], atol=1e-6)
     assert min(heard) < 0.1 and max(heard) > 0.9
-    assert sess.meter is not None and sess.meter._vad is None, "closing the session gave its Silero back"
+    assert sess.meter is not None and sess.meter._seg is None, "closing the session gave its Silero back"
 
 
 def test_without_the_meter_the_session_takes_the_listeners_report(spoken_question):

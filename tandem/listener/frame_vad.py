@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from .vad import SAMPLE_RATE
+from .vad import SAMPLE_RATE, VadSegmenter
 
 IN_RATE = 24_000
 
@@ -61,46 +61,24 @@ SILERO = SileroPool()
 
 
 class FrameVoiceMeter:
-    """24 kHz frames in, one voice-activity probability per frame out: the highest of the Silero windows
-    completed in the frame, as the Listener reports it (a short burst inside a frame is not averaged away)."""
+    """24 kHz frames in, one voice-activity probability per frame out, as the Listener reports it
+    (`VadSegmenter.chunk_prob`), on a Silero instance from the pool. One per session: a fresh stream."""
 
     def __init__(self, pool: SileroPool = SILERO) -> None:
         import soxr
 
         self._pool = pool
-        self._vad: object | None = pool.take()
-        self._window = int(self._vad.window_size_samples)  # type: ignore[attr-defined]
+        self._seg: VadSegmenter | None = VadSegmenter(vad=pool.take())
         self._resampler = soxr.ResampleStream(IN_RATE, SAMPLE_RATE, 1, dtype="float32")
-        self._pending = np.zeros(0, np.float32)
-        self.last = 0.0
-
-    def reset(self) -> None:
-        import soxr
-
-        if self._vad is not None:
-            self._vad.reset()  # type: ignore[attr-defined]
-        self._resampler = soxr.ResampleStream(IN_RATE, SAMPLE_RATE, 1, dtype="float32")
-        self._pending = np.zeros(0, np.float32)
-        self.last = 0.0
 
     def feed(self, frame: np.ndarray) -> float:
-        if self._vad is None:
+        if self._seg is None:
             raise RuntimeError("FrameVoiceMeter used after close()")
-        pcm = self._resampler.resample_chunk(np.asarray(frame, np.float32))
-        pending = np.concatenate([self._pending, pcm]) if len(self._pending) else pcm
-        best = -1.0
-        w = self._window
-        n = len(pending) // w
-        for i in range(n):
-            win = np.ascontiguousarray(pending[i * w:(i + 1) * w])
-            best = max(best, float(self._vad.process(memoryview(win.data))))  # type: ignore[attr-defined]
-        self._pending = pending[n * w:].copy()
-        if best >= 0.0:
-            self.last = best
-        return self.last
+        probs, _ = self._seg.feed(self._resampler.resample_chunk(np.asarray(frame, np.float32)))
+        return self._seg.chunk_prob(probs)
 
     def close(self) -> None:
         """Give the Silero instance back for the next session (idempotent)."""
-        if self._vad is not None:
-            self._pool.give(self._vad)
-            self._vad = None
+        if self._seg is not None:
+            self._pool.give(self._seg.vad)
+            self._seg = None

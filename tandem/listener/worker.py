@@ -118,7 +118,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                        + [s for s, _ in st.finals])
             st.trim(max(0, keep))
             due = bool(st.finals) or _partial_due(st, config)
-            emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=max(probs) if probs else st.vad.last_prob,
+            emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=st.vad.chunk_prob(probs),
                  in_speech=st.vad.in_speech, busy=due or st.decoding)
             if due:
                 lock.notify()

@@ -70,7 +70,7 @@ def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FR
     per_frame: list[float] = []
     for k in range(n_frames):
         probs, _ = seg.feed(audio16[k * chunk:(k + 1) * chunk])
-        per_frame.append(max(probs) if probs else seg.last_prob)
+        per_frame.append(seg.chunk_prob(probs))
     return [0.0] * lag + per_frame[:max(0, n_frames - lag)]
 
 
