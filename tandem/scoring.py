@@ -59,11 +59,13 @@ def normalize(text: str) -> str:
 def find_answer(words: list[Word], answers: list[str], after: float = 0.0) -> Word | None:
     """The first accepted answer spoken after `after`, as one Word from its first word's start to its
     last word's end. Numbers match in their spoken form ("45", "forty-five" and "40, five" are one
-    answer)."""
+    answer), and a short symbol spelled out too ("Au" heard as "A, U")."""
     tokens: list[tuple[str, Word]] = [(t, w) for w in words if w.end > after
                                       for n in normalize(w.text).split() for t in spoken_tokens(n)]
     heard = [t for t, _ in tokens]
     wanted = [[t for n in normalize(ans).split() for t in spoken_tokens(n)] for ans in answers]
+    # a symbol or initialism is heard letter by letter ("Au" said as a chemist says it: "A U")
+    wanted += [list(p[0]) for p in wanted if len(p) == 1 and p[0].isalpha() and 2 <= len(p[0]) <= 3]
     for i in range(len(heard)):
         for parts in wanted:
             if parts and heard[i: i + len(parts)] == parts:

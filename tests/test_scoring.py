@@ -60,6 +60,15 @@ def test_numbers_match_in_their_spoken_form():
     assert find_answer(heard, ["forty"]) is not None and find_answer(heard, ["44"]) is None
 
 
+def test_a_symbol_spelled_out_letter_by_letter_is_heard():
+    heard = [Word("It", 0.0, 0.2), Word("is", 0.2, 0.4), Word("A", 0.5, 0.7), Word("-U.", 0.7, 0.9)]
+    assert find_answer(heard, ["au"]) == Word("A -U.", 0.5, 0.9)
+    assert find_answer([Word("AU.", 0.5, 0.9)], ["au"]) is not None
+    assert find_answer([Word("a", 0.0, 0.1), Word("unit", 0.2, 0.5)], ["au"]) is None
+    assert find_answer([Word("O", 0.0, 0.1), Word("S", 0.2, 0.5), Word("L", 0.5, 0.6), Word("O", 0.6, 0.7)],
+                       ["oslo"]) is None, "only short symbols: a word is not heard as its letters"
+
+
 @pytest.mark.parametrize("reply,question,answer", [
     ("It is flour.", "What is the main ingredient in bread?", "flour"),
     ("It is Seoul.", "What is the capital of South Korea?", "seoul"),
