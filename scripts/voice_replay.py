@@ -11,7 +11,9 @@ recorded ones, so a checkpoint is judged on the very inputs a live session gave 
 
 Per timeline and checkpoint: the time from the end of the user's speech (the VAD's) to the first sound
 and to the answer word (placed within its segment in proportion to the characters before it), the
-number of segments the voice was handed, and the words said. The summary gives medians over the
+number of segments the voice was handed, and the words said. With `--hear`, the reply's audio is also
+heard as the bench hears it (Whisper with the question as context, `scoring.hear`): whether the
+answer was heard, and when. The summary gives medians over the
 timelines where every checkpoint said the answer.
 """
 from __future__ import annotations
@@ -31,11 +33,13 @@ from tandem.frontend import FrontEndOutput
 from tandem.frontends.compact.decoding import DecodeRules
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
 from tandem.frontends.compact.replay import replay
-from tandem.scoring import Word, find_answer, normalize
+from tandem.scoring import Transcriber, Word, find_answer, hear, listening_context, normalize
 from tandem.tts import HibariTTS
 
 
-RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False)}
+RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False),
+         "no-voice-ahead": DecodeRules(voice_ahead=False), "one-word-ahead": DecodeRules(ahead_words=1),
+         "two-words-ahead": DecodeRules(ahead_words=2)}
 
 
 def voice_replay(tl: dict, fe: CompactFrontEnd, vad_lag: int | None = None) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:
@@ -81,10 +85,13 @@ def main() -> None:
                     help="decoding rules to compare, each with every checkpoint (default: the front-end's)")
     ap.add_argument("--vad-lag", type=int, action="append", default=[],
                     help="voice activity measured again from the input audio, this many frames late (default: as recorded)")
+    ap.add_argument("--hear", action="store_true", help="also hear each reply with Whisper, as the bench does")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    answers = {q.id: q.answers for q in load_questions(args.questions, None)}
+    questions = {q.id: q for q in load_questions(args.questions, None)}
+    answers = {qid: q.answers for qid, q in questions.items()}
     tts = HibariTTS()
+    transcriber = Transcriber() if args.hear else None
     configs = [(str(ck), rules, lag) for ck in (args.checkpoint or [DEFAULT_CHECKPOINT])
                for rules in (args.rules or ["default"]) for lag in (args.vad_lag or [None])]
     checkpoints = [ck + "".join(f" [{x}]" for x in (rules if rules != "default" else None,
@@ -100,10 +107,17 @@ def main() -> None:
             audio, starts, end_s = voice_replay(tl, fe, lag)
             first = next((s for s, _ in starts), None)
             ans = answer_time(audio, starts, answers.get(qid, []))
-            runs.append({"timeline": str(path), "question_id": qid, "checkpoint": ck,
-                         "onset_s": None if first is None or end_s is None else round(first / SAMPLE_RATE - end_s, 3),
-                         "answer_s": None if ans is None or end_s is None else round(ans - end_s, 3),
-                         "segments": len(starts), "said": " ".join(t for _, t in starts)})
+            run = {"timeline": str(path), "question_id": qid, "checkpoint": ck,
+                   "onset_s": None if first is None or end_s is None else round(first / SAMPLE_RATE - end_s, 3),
+                   "answer_s": None if ans is None or end_s is None else round(ans - end_s, 3),
+                   "segments": len(starts), "said": " ".join(t for _, t in starts)}
+            if transcriber is not None and qid in questions and end_s is not None:
+                q = questions[qid]
+                words = hear(transcriber, audio, q.answers, listening_context(q.question, q.answers), after=end_s)
+                hit = find_answer(words, q.answers, end_s)
+                run.update(heard=" ".join(w.text for w in words),
+                           heard_answer_s=None if hit is None else round(hit.start - end_s, 3))
+            runs.append(run)
         fe.close()
     both = [p for p in {r["timeline"] for r in runs}
             if all(any(r["timeline"] == p and r["checkpoint"] == ck and r["answer_s"] is not None for r in runs)
@@ -118,6 +132,8 @@ def main() -> None:
                         "onset_s_median": round(statistics.median(r["onset_s"] for r in mine if r["onset_s"] is not None), 3),
                         "segments_median_common": statistics.median(r["segments"] for r in common) if common else None,
                         "common": len(common)})
+        if transcriber is not None:
+            summary[-1]["answer_heard"] = sum(r.get("heard_answer_s") is not None for r in mine)
     if len(checkpoints) == 2:  # the same inputs through both: the paired difference says more than two medians
         diffs = [a["answer_s"] - b["answer_s"] for p in both
                  for a in runs if a["timeline"] == p and a["checkpoint"] == checkpoints[0]

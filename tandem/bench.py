@@ -95,6 +95,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # before 2026-12-03's third round; listener/frame_vad.py measures it in the frame loop)
     "tandem-listener-vad": ("tandem", {"frame_vad": False}),
     "cascade-listener-vad": ("cascade", {"frame_vad": False}),
+    # the voice handed only the rest of a copied word, the next word waiting for the front-end model (the rule
+    # before 2026-12-03's fourth round; frontends/compact/decoding.py, `voice_ahead`)
+    "tandem-no-voice-ahead": ("tandem", {"voice_ahead": False}),
 }
 
 
@@ -102,9 +105,17 @@ def session_config(mode: str) -> SessionConfig:
     """The session settings of a --modes entry: a mode, or one of MODE_VARIANTS."""
     base, settings = MODE_VARIANTS.get(mode, (mode, {}))
     session_fields = {f.name for f in dataclasses.fields(SessionConfig)}
-    sched = {k: v for k, v in settings.items() if k not in session_fields}
+    sched_fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
+    sched = {k: v for k, v in settings.items() if k in sched_fields}
     own = {k: v for k, v in settings.items() if k in session_fields}
     return SessionConfig(mode=base, scheduler=dataclasses.replace(SchedulerConfig(), **sched), **own)
+
+
+def front_end_options(mode: str) -> dict[str, Any]:
+    """The settings of a MODE_VARIANTS entry that are the front-end's (the rest are the session's)."""
+    settings = MODE_VARIANTS.get(mode, (mode, {}))[1]
+    known = {f.name for f in dataclasses.fields(SessionConfig)} | {f.name for f in dataclasses.fields(SchedulerConfig)}
+    return {k: v for k, v in settings.items() if k not in known}
 
 
 def base_mode(mode: str) -> str:
@@ -380,7 +391,8 @@ def run_bench(args: argparse.Namespace) -> int:
                                                "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
                         try:
                             res = run_session(stack, InputAudio(user, 24000, 1), session_config(mode),
-                                              front_end_name=args.front_end, front_end_kwargs=fe_kwargs,
+                                              front_end_name=args.front_end,
+                                              front_end_kwargs={**fe_kwargs, **front_end_options(mode)},
                                               oracle_policy=policy or DEFAULT_POLICY,
                                               meta={"input": str(in_wav), "question_id": q.id})
                             out_wav = out / "audio" / f"{stem}.wav"

@@ -22,7 +22,7 @@ import numpy as np
 
 from .audio import InputAudio, write_mono
 from .bench import (MemorySampler, Question, base_mode, load_questions, modes_and_policies, output_dir, plot_latencies,
-                    score_run, session_config, summarize_runs, write_summary_md)
+                    score_run, session_config, front_end_options, summarize_runs, write_summary_md)
 from .errors import TandemError
 from .llm.delay_proxy import DelayProxy
 from .runner import run_session, write_outputs
@@ -232,7 +232,7 @@ def _one_run(stack: Stack, user: np.ndarray, in_wav: Path, q: Question, mode: st
                            "question": q.question, "answers": q.answers, "input_wav": str(in_wav)}
     try:
         res = run_session(stack, InputAudio(user, 24000, 1), session_config(mode), front_end_name=front_end,
-                          front_end_kwargs=fe_kwargs, oracle_policy=policy,
+                          front_end_kwargs={**fe_kwargs, **front_end_options(mode)}, oracle_policy=policy,
                           meta={"input": str(in_wav), "question_id": q.id, "llm_delay_s": delay_s})
         paths = {k: out / "timelines" / f"{stem}.{k}" for k in ("json", "png")}
         out_wav = out / "audio" / f"{stem}.wav"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
-from .bench import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config,
+from .bench import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config, front_end_options,
                     variant_of)
 from .errors import TandemError
 from .metrics import summarize
@@ -348,7 +348,8 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
                                            "spans": [[round(s.onset, 3), round(s.end, 3)] for s in spans]}
                     try:
                         res = run_session(stack, InputAudio(user, SAMPLE_RATE, 1), session_config(mode),
-                                          front_end_name=args.front_end, front_end_kwargs=fe_kwargs,
+                                          front_end_name=args.front_end,
+                                          front_end_kwargs={**fe_kwargs, **front_end_options(mode)},
                                           oracle_policy=policy or DEFAULT_POLICY,
                                           meta={"input": str(in_wav), "dialogue_id": d.id})
                         paths = {k: out / sub / f"{stem}.{ext}" for k, sub, ext in

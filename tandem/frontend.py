@@ -38,6 +38,8 @@ class UserFrame:
     vad_prob: float  # latest voice-activity probability the Listener reported
     in_speech: bool
     transcript: str = ""  # the user's turn as the Listener hears it now (front-ends diff it themselves)
+    # the oracle stream answers the turn's final transcript: no newer transcript of the turn will replace it
+    oracle_settled: bool = False
 
 
 @dataclass

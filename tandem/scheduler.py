@@ -98,6 +98,7 @@ class _Stream:
     emitted: bool = False  # some of its reply got past the role guard
     ended: str = ""  # "", "done", "cancelled", "failed"
     splicer: Splicer | None = None  # set when the stream opens with a restated opening
+    final: bool = False  # started on the turn's final transcript
 
     @property
     def usable(self) -> bool:
@@ -122,6 +123,9 @@ class OracleScheduler:
         self._text_at_start = ""
         self._asked_at_start = ""
         self._final_pending = False
+        # the adopted stream answers the turn's final transcript (kept, or started on it): no newer transcript
+        # of this turn will replace its oracle. Sent to the session as an oracle event, in order with the resets
+        self.settled = False
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
         self._ttfts: deque[float] = deque(maxlen=5)  # the LLM's time to first token, the last streams
@@ -211,6 +215,7 @@ class OracleScheduler:
             self._final_pending = False
             self.stats["kept"] += 1
             self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="final as heard when it started")
+            self._settle(last.sid == self._adopted)
             return
         now = self.timeline.clock()
         while self._starts and now - self._starts[0] > self.config.window_s:
@@ -219,11 +224,11 @@ class OracleScheduler:
             self.stats["rate_limited"] += 1
             return
         self._starts.append(now)
-        self._final_pending = False
+        final, self._final_pending = self._final_pending, False
         self._words_at_start = words
         self._text_at_start = text
         self._asked_at_start = self.conv.standalone_question()
-        self._launch()
+        self._launch(final)
 
     def _llm_answers_soon(self) -> bool:
         """The LLM's last replies began within `short_opening_ttft_s` (not known before the first)."""
@@ -248,12 +253,17 @@ class OracleScheduler:
         asked = self.conv.standalone_question()
         return bool(asked) and asked != self._asked_at_start
 
-    def _launch(self) -> None:
+    def _settle(self, settled: bool) -> None:
+        if settled != self.settled:
+            self.settled = settled
+            self.emit("settled", "1" if settled else "")
+
+    def _launch(self, final: bool = False) -> None:
         cfg = self.config
         if len(self._live) >= cfg.max_concurrent:
             for sid in sorted(self._live)[: len(self._live) - cfg.max_concurrent + 1]:
                 self._cancel(sid, "superseded")
-        st = _Stream(next(self._ids), started_t=self.timeline.clock())
+        st = _Stream(next(self._ids), started_t=self.timeline.clock(), final=final)
         question = self.conv.current_user_text()
         asked = self.conv.standalone_question()
         # tandem mode often speaks before the final exists. (A reply begun in a pause, with the user
@@ -370,6 +380,7 @@ class OracleScheduler:
         self.stats["adoptions"] += 1
         self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
         self.emit("reset", "")
+        self._settle(st.final)
 
     async def aclose(self) -> None:
         if self._ticker is not None:

@@ -123,6 +123,7 @@ class Session:
         self.conv = Conversation(standalone=config.scheduler.standalone)
         self._oracle_events: deque[tuple[str, str]] = deque()
         self.oracle_events_dropped = 0
+        self.oracle_settled = False  # the oracle answers the turn's final transcript (OracleScheduler.settled)
         self._oracle_words = WordBuffer()
         self.oracle: OracleStream | None = None
         self.scheduler: OracleScheduler | None = None
@@ -239,6 +240,10 @@ class Session:
         budget_end = time.perf_counter() + self.config.event_budget_ms / 1e3
         while self._oracle_events and time.perf_counter() < budget_end:
             kind, text = self._oracle_events.popleft()
+            if kind == "settled":
+                self.oracle_settled = bool(text)
+                self.timeline.add(tl.ORACLE_SETTLED, settled=self.oracle_settled)
+                continue
             if kind == "reset":
                 self.oracle.reset(frame)
                 self._oracle_words.reset()
@@ -267,7 +272,8 @@ class Session:
 
     # -- the frame loop ----------------------------------------------------------------------
     def _user_frame(self, audio: np.ndarray) -> UserFrame:
-        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text)
+        return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text,
+                         oracle_settled=self.oracle_settled)
 
     def _oracle_token(self, k: int) -> int:
         """The oracle token the front-end gets at frame k (PAD in front-end-only mode)."""

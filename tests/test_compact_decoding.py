@@ -5,7 +5,7 @@ import math
 import torch
 
 from tandem.frontends.compact.decoding import START_CHANCE, TurnStart
-from tandem.frontends.compact.tokenizer import END, PAD
+from tandem.frontends.compact.tokenizer import END, PAD, START
 
 V = 16
 WORD = 9  # the most likely word whenever speaking is not the most likely outcome
@@ -95,17 +95,101 @@ def test_the_word_cursor_completes_a_copied_word_from_the_oracle():
     assert word_rest(_cursor_cache([P, ORT], 0, 0.9), 0, st2) is None, "no cursor without the tokenizer"
 
 
-def test_the_word_ahead_is_the_rest_of_a_fed_word_whose_end_is_fed_too():
-    from tandem.frontends.compact.decoding import CompactState, word_ahead
+def _fed(oracle: list[int | None]) -> dict[str, torch.Tensor]:
+    """A one-row cache whose oracle frames 0.. were fed `oracle` (None: that frame not fed yet)."""
+    n = 16
+    slot_pos = torch.full((1, n), -1, dtype=torch.long)
+    ora = torch.zeros(1, n, dtype=torch.long)
+    for f, t in enumerate(oracle):
+        if t is not None:
+            slot_pos[0, f], ora[0, f] = f, t
+    return {"slot_pos": slot_pos, "oracle": ora, "last_src": torch.tensor([-1]), "copied_w": torch.tensor([0.0]),
+            "attn": torch.zeros(1, n)}
 
-    P, ORT, UG, AL, IS = 40, 41, 42, 43, 44  # "▁P ort ug al ▁is"
-    st = CompactState.new(lambda text: [], starts_word=lambda t: t in (P, IS))
+
+# "▁It ▁is ▁Os lo . ▁It ▁was": word starts, and pieces that end a clause
+IT, IS, OS, LO, DOT, WAS, P, ORT, UG, AL = range(40, 50)
+STARTS = {IT, IS, OS, WAS, P}
+
+
+def _ahead_state(clauses: bool = True):
+    from tandem.frontends.compact.decoding import CompactState
+
+    return CompactState.new(lambda text: [], starts_word=lambda t: t in STARTS,
+                            ends_clause=(lambda t: t == DOT) if clauses else None)
+
+
+def _copy(cache: dict[str, torch.Tensor], frame: int) -> dict[str, torch.Tensor]:
+    """The pointer of the step just taken sat on `frame`."""
+    cache["attn"].zero_()
+    cache["attn"][0, frame] = 0.9
+    return cache
+
+
+def test_the_voice_reads_ahead_to_the_end_of_the_clause_as_each_word_is_fed_whole():
+    from tandem.frontends.compact.decoding import voice_ahead
+
+    st = _ahead_state()
+    fed = [START, IT, IS, PAD]
+    # the model copies "It" (frame 1): "is" is whole (a PAD follows it), the rest is not fed yet
+    assert voice_ahead(_copy(_fed(fed), 1), 0, st, IT, 64) == [IS]
+    assert not st.voiced
+    # the feed waits for the LLM: PAD frames pass; "Oslo." is whole once the piece after it is fed
+    assert voice_ahead(_fed(fed + [OS, LO, DOT]), 0, st, PAD, 64) is None, "its end is not fed yet"
+    assert voice_ahead(_fed(fed + [OS, LO, DOT, IT]), 0, st, PAD, 64) == [OS, LO, DOT]
+    # the model catches up: its own copies are not voiced again; the clause ended, nothing more is read
+    later = _fed(fed + [OS, LO, DOT, IT, WAS, PAD])
+    for tok in (IS, OS, LO, DOT):
+        assert voice_ahead(later, 0, st, tok, 64) is None
+        assert st.voiced, tok
+    assert voice_ahead(later, 0, st, PAD, 64) is None, "the next clause waits for the model to copy its first word"
+    assert voice_ahead(_copy(later, 7), 0, st, IT, 64) == [WAS], "the model copied it: a new run"
+
+
+def test_reading_ahead_stops_at_a_new_oracle_and_at_a_word_the_model_did_not_copy():
+    from tandem.frontends.compact.decoding import voice_ahead
+
+    st = _ahead_state()
+    assert voice_ahead(_copy(_fed([START, IT, IS, PAD, START, WAS, PAD]), 1), 0, st, IT, 64) == [IS], \
+        "a new oracle (START) is another answer: the model decides whether to say it"
+    st = _ahead_state()
+    assert voice_ahead(_copy(_fed([START, IT, OS, START, WAS, PAD]), 1), 0, st, IT, 64) is None, \
+        "a new oracle cuts the old one where it was: its last word may be cut short"
+    st = _ahead_state()
+    assert voice_ahead(_copy(_fed([START, IT, IS, PAD, LO, DOT, PAD]), 1), 0, st, IT, 64) == [IS], \
+        "a word's tail without its head (KAME drops pieces that come after their frame) is not voiced"
+    st = _ahead_state()
+    assert voice_ahead(_fed([START, IT, IS, PAD]), 0, st, IT, 64) is None, "the model made the word up"
+    st = _ahead_state()
+    assert voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, PAD]), 1), 0, st, IT, 64) == [IS, OS, LO, DOT]
+    assert voice_ahead(_fed([START, IT, IS, OS, LO, DOT, PAD]), 0, st, WAS, 64) is None
+    assert not st.voiced and st.run is None, "the model went another way: the run ends, its own word is voiced"
+    st = _ahead_state()
+    voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, PAD]), 1), 0, st, IT, 64)
+    voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, PAD]), 3), 0, st, OS, 64)
+    assert st.voiced, "a word left out: the model reads on, and what it says was voiced already"
+    st = _ahead_state()
+    voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, PAD]), 1), 0, st, IT, 64)
+    voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, START, OS, UG, PAD]), 7), 0, st, IS, 64)
+    assert st.voiced, "not copied: the very next word handed"
+    voice_ahead(_copy(_fed([START, IT, IS, OS, LO, DOT, START, OS, UG, PAD]), 7), 0, st, OS, 64)
+    assert not st.voiced, "the newer oracle's word begins with the same piece but is another word"
+
+
+def test_without_clauses_the_voice_reads_ahead_only_the_rest_of_the_copied_word():
+    """The rule before `voice_ahead` (DecodeRules(voice_ahead=False)): a word the cursor finishes goes to
+    the voice whole once all of it is fed; the next word waits for the model."""
+    from tandem.frontends.compact.decoding import voice_ahead
+
+    st = _ahead_state(clauses=False)
     st.cursor = 1  # the cursor just gave "ort" (frame 1)
-    assert word_ahead(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st, 64) == [UG, AL]
-    assert word_ahead(_cursor_cache([P, ORT, UG, AL], 0, 0.9), 0, st, 64) is None, "its end is not fed yet"
-    assert word_ahead(_cursor_cache([P, ORT, UG, AL, PAD], 0, 0.9), 0, st, 64) == [UG, AL], "the oracle ended"
-    st.cursor = 3
-    assert word_ahead(_cursor_cache([P, ORT, UG, AL, IS], 0, 0.9), 0, st, 64) == [], "this piece ends the word"
+    assert voice_ahead(_fed([P, ORT, UG, AL]), 0, st, ORT, 64) is None, "its end is not fed yet"
+    st.cursor = 2
+    assert voice_ahead(_fed([P, ORT, UG, AL, IS]), 0, st, UG, 64) == [AL]
+    assert voice_ahead(_fed([P, ORT, UG, AL, IS, PAD]), 0, st, AL, 64) is None and st.voiced
+    st.cursor = None
+    assert voice_ahead(_copy(_fed([P, ORT, UG, AL, IS, PAD]), 4), 0, st, IS, 64) is None, \
+        "a word the pointer copied is not read ahead without clauses"
 
 
 def test_end_is_only_chosen_while_the_user_talks_over_the_reply():
@@ -184,3 +268,18 @@ def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waitin
     assert [i for i, t in enumerate(asked) if t > END] == [6 + MAX_TURN_WAIT_FRAMES - 1]
     tail_only = run([PAD] * 6 + [word] * (n - 6), vad)
     assert not any(t > END for t in tail_only), "words with no stream started this turn: no answer waiting"
+
+
+def test_whole_words_are_read_ahead_only_once_the_oracle_answers_the_final_transcript():
+    """An oracle from a partial is often replaced a few frames later ("It is London." read ahead, then
+    "Edinburgh."): before the oracle is settled the voice gets only the rest of the word being copied."""
+    from tandem.frontends.compact.decoding import voice_ahead
+
+    fed = [START, IT, IS, PAD, OS, LO, DOT, PAD]
+    st = _ahead_state()
+    assert voice_ahead(_copy(_fed(fed), 1), 0, st, IT, 64, settled=False) is None
+    assert voice_ahead(_fed(fed), 0, st, PAD, 64, settled=True) == [IS, OS, LO, DOT], "settled: read on"
+    st = _ahead_state()
+    cache = _copy(_fed(fed), 1)
+    cache["reset_pos"] = torch.tensor([3])  # a newer oracle began after the word the run started from
+    assert voice_ahead(cache, 0, st, IT, 64) is None, "what the older oracle held next is not read ahead"

@@ -166,7 +166,7 @@ def test_a_word_the_cursor_will_finish_goes_to_the_voice_at_once():
     assert len(pieces) >= 3
     mouth = Mouth(tok, fe.whole_words, None)
     out = [mouth.say(pieces[0], False, SILENT).text, mouth.say(pieces[1], False, SILENT, ahead=pieces[2:]).text]
-    out += [mouth.say(p, False, SILENT).text for p in pieces[2:]] + [mouth.say(PAD, False, SILENT).text]
+    out += [mouth.say(p, False, SILENT, voiced=True).text for p in pieces[2:]] + [mouth.say(PAD, False, SILENT).text]
     assert out[1] == ["Zorblax"], "voiced when the cursor took the word, not when its last piece came"
     assert not any(out[2:]), "the model's later pieces of the word are not voiced again"
 
@@ -205,3 +205,51 @@ def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_
     assert fe.state.answer_waiting, "an answer to the interruption was fed while the user spoke"
     after = [frame(0.02, "Stop, stop. What is the capital of France?") for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
     assert any(after), "and once the user stops, the front-end answers"
+
+
+class FakeVoicer:
+    """Records what the Mouth hands the voice; `left` is the audio it says is still to play."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self.left = 0.0
+        self.busy = False
+
+    def say(self, text: str) -> None:
+        self.said.append(text)
+        self.left += 0.3
+
+    def remaining_s(self) -> float:
+        return self.left
+
+    def pull(self):  # noqa: ANN201
+        return np.zeros(1920, np.float32), []
+
+    def clear(self) -> None:
+        pass
+
+
+def test_words_read_ahead_join_the_next_segment_and_the_first_word_still_goes_alone():
+    """"It" / "is" / "Oslo." reached the voice a word at a time, each its own synthesis at the pace of a
+    lone word ("It is as low" to a listener): words the voice is handed ahead of the model
+    (decoding.voice_ahead) wait with the model's own for the voice's next segment, and the first word of a
+    reply still goes to the voice in the frame it is said, alone."""
+    from tandem.frontends.compact.frontend import Mouth
+
+    fe = CompactFrontEnd()
+    tok = fe.tokenizer
+    it, is_, oslo = tok.encode("It")[0], tok.encode(" is"), tok.encode(" Oslo.")
+    mouth = Mouth(tok, fe.whole_words, None)
+    mouth.voicer = voice = FakeVoicer()
+    mouth.say(it, True, SILENT, ahead=is_)
+    assert voice.said == ["It"], "the first word at once, alone"
+    mouth.say(PAD, False, SILENT, ahead=oslo)
+    assert voice.said == ["It"], "the voice has enough to say: the words read ahead wait"
+    voice.left = 0.1
+    for t in is_:
+        mouth.say(t, False, SILENT, voiced=True)
+    assert voice.said == ["It", "is Oslo."], "one segment; the model's own copy of 'is' is not voiced again"
+    for t in oslo:
+        mouth.say(t, False, SILENT, voiced=True)
+    mouth.say(PAD, False, SILENT)
+    assert voice.said == ["It", "is Oslo."]

@@ -331,9 +331,10 @@ async def test_a_stream_opens_with_the_restated_opening_before_the_llm_replies()
     with FakeOpenAIServer(slow) as srv:
         sched, timeline, emitted = make(srv, restate=True)
         sched.on_final("What is the capital of Thailand?")
-        assert emitted == [("reset", ""), ("append", "The capital of Thailand is ")], "at once, before any token"
+        assert emitted == [("reset", ""), ("settled", "1"), ("append", "The capital of Thailand is ")], \
+            "at once, before any token; a stream on the final settles the oracle"
         words = WordBuffer()
-        assert words.push(emitted[1][1]) == "The capital of Thailand is", "its last word is fed at once too"
+        assert words.push(emitted[2][1]) == "The capital of Thailand is", "its last word is fed at once too"
         assert timeline.of_kind(tl.RESTATE)[0]["text"] == "The capital of Thailand is"
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         assert "".join(t for k, t in emitted if k == "append") == "The capital of Thailand is Bangkok."
@@ -597,4 +598,26 @@ async def test_words_whisper_marks_as_cut_off_do_not_count_towards_a_start():
         assert sched.stats["starts"] == 0, "a stammered 'Stop' is one word"
         sched.on_partial("Thanks... What is the f-")
         assert sched.stats["starts"] == 1, "'What is the': three whole words"
+        await sched.aclose()
+
+
+async def test_the_oracle_is_settled_once_it_answers_the_final_transcript():
+    """The front-end reads its reply ahead of itself only from a settled oracle (frontends/compact/decoding.py,
+    `voice_ahead`): a stream started on a partial may be replaced; the final keeps it, or starts one that is."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        settled = lambda: [t for k, t in emitted if k == "settled"]  # noqa: E731
+        sched.on_partial("what is the capital of france")
+        sched.check()
+        await until(lambda: any(k == "reset" for k, _ in emitted))
+        assert not sched.settled and settled() == [], "a stream on a partial"
+        sched.on_final("what is the capital of france")
+        assert sched.settled and settled() == ["1"], "the final kept it"
+        sched.on_partial("and of spain")
+        sched.check()
+        await until(lambda: [k for k, _ in emitted].count("reset") == 2)
+        assert not sched.settled and settled() == ["1", ""], "a new turn's stream on a partial unsettles it"
+        sched.on_final("and of germany")
+        await until(lambda: [k for k, _ in emitted].count("reset") == 3)
+        assert sched.settled and settled() == ["1", "", "1"], "a final that differs: its own stream settles it"
         await sched.aclose()

@@ -3,7 +3,9 @@
 The model paces its words like speech (a word, then PAD frames for as long as the word takes to
 say). A word is complete when the next word starts or a PAD follows; complete words go to the
 voice as soon as the voice is about to run dry, so the first word is spoken at once and later
-words are grouped into phrases with better prosody.
+words are grouped into phrases with better prosody. Words the model copies from the oracle bring the
+rest of their clause with them as soon as it is fed (decoding.voice_ahead), so the voice is not held to
+the model's pace inside a clause it has begun to read.
 
 The first word of a response does not wait for the next frame to prove it complete when its one
 piece is a whole English word ("The", "It", "Sorry"): that frame (80 ms) is a fifth of the onset
@@ -82,7 +84,6 @@ class Mouth:
     def reset(self) -> None:
         self.word: list[int] = []
         self.pending: list[str] = []
-        self.skip = 0  # pieces of a word voiced ahead (`say`'s `ahead`) still to come from the model
         self.dropped = False  # a DROP decision since the front-end last looked (`take_drop`)
         self.judge.reset()
         self.yielded = False  # the user interrupted the reply: nothing is voiced until they stop
@@ -104,33 +105,33 @@ class Mouth:
             self.word = []
 
     def say(self, tok: int, began_reply: bool, user: UserFrame, ahead: list[int] | None = None,
-            hold: bool = False) -> FrontEndOutput:
-        """One frame: the model's token `tok`. `ahead`: when `tok` continues an oracle word that the word
-        cursor will finish (decoding.word_ahead), the pieces it will give in the next frames: the word
-        is complete now, and goes to the voice now rather than a piece a frame later (a five-piece
-        "Australia" kept the voice waiting 0.3 s). `hold`: after an interruption dropped the reply, keep
-        quiet in the user's pauses too (decoding.CompactState.holding_back)."""
+            hold: bool = False, voiced: bool = False) -> FrontEndOutput:
+        """One frame: the model's token `tok`. `ahead`: oracle pieces to voice now, after `tok`, ahead of
+        the model (decoding.voice_ahead: the rest of the word it copies and the words after it to the end
+        of their clause); `voiced`: `tok` was handed to the voice so, and is not voiced again. `hold`:
+        after an interruption dropped the reply, keep quiet in the user's pauses too
+        (decoding.CompactState.holding_back)."""
         if began_reply and not self.yielded:
             # barge-in counts the user's speech since the reply began: the voice activity of the
             # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
             # a barge-in: a reply the model begins while the user still talks over it stays unsaid
             self.judge.new_reply()
-        if self.skip and tok > END and not self.tokenizer.starts_word(tok):
-            self.skip -= 1  # a piece of a word voiced ahead
-        elif tok <= END:
-            self.skip = 0
+        if tok <= END or voiced:
             self._flush_word()
         else:
-            self.skip = 0
             if self.tokenizer.starts_word(tok):
                 self._flush_word()
             self.word.append(tok)
             if began_reply and tok in self.whole_words:
                 self._flush_word()  # the first word of a response goes to the voice at once
-            elif ahead is not None:
-                self.word += ahead
+                if self.voicer is not None and not self.yielded and self.voicer.remaining_s() < REFILL_S:
+                    self._voice_pending()  # alone: a short word is likelier cached, and plays in this frame
+        for t in ahead or ():
+            if self.tokenizer.starts_word(t):
                 self._flush_word()
-                self.skip = len(ahead)
+            self.word.append(t)
+        if ahead:
+            self._flush_word()
         talking_over = user.in_speech and speaking(user.vad_prob)
         if self.voicer is None:
             texts, self.pending = ([" ".join(self.pending)] if self.pending else []), []
@@ -149,10 +150,13 @@ class Mouth:
         # while paused the voice's remaining audio does not shrink: the model's words wait in
         # `pending` and follow on after a resume
         if self.pending and self.voicer.remaining_s() < REFILL_S:
-            self.voicer.say(" ".join(self.pending))
-            self.pending = []
+            self._voice_pending()
         audio, started = self.voicer.pull()
         return FrontEndOutput(audio, started)
+
+    def _voice_pending(self) -> None:
+        self.voicer.say(" ".join(self.pending))
+        self.pending = []
 
     def _apply(self, d: Decision) -> None:
         self.decisions.append(d)
@@ -181,8 +185,10 @@ class CompactFrontEnd:
     name = "compact"
 
     def __init__(self, checkpoint: str | Path | None = None, tts: TTS | None = None, threads: int = 1,
-                 pool: "CompactPool | None" = None) -> None:
+                 pool: "CompactPool | None" = None, voice_ahead: bool = True) -> None:
         self.pool = pool
+        if not voice_ahead:
+            self.rules = DecodeRules(voice_ahead=False)
         if pool is None:
             torch.set_num_threads(threads)
             self.model, self.tokenizer, self.meta = _load(checkpoint)
@@ -230,7 +236,8 @@ class CompactFrontEnd:
         return self.state.loops_stopped
 
     def frame_input(self, user: UserFrame, oracle_token: int) -> FrameInput:
-        return FrameInput(self.state.hear(user.transcript), user.vad_prob, int(oracle_token))
+        return FrameInput(self.state.hear(user.transcript), user.vad_prob, int(oracle_token),
+                          settled=user.oracle_settled)
 
     def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
         if self.pool is not None:
@@ -240,7 +247,8 @@ class CompactFrontEnd:
 
     def spoken(self, tok: int, user: UserFrame) -> FrontEndOutput:
         """This frame's token through the Mouth; an interruption that dropped the reply hushes the model."""
-        out = self.mouth.say(tok, self.state.began_reply, user, self.state.ahead, self.state.holding_back)
+        st = self.state
+        out = self.mouth.say(tok, st.began_reply, user, st.ahead, st.holding_back, st.voiced)
         if self.mouth.take_drop():
             self.state.hush()
         return out

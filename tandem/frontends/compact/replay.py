@@ -25,7 +25,7 @@ from ...copying import copied_exactly, last_oracle_text
 from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
 from ...frontend import FrontEndOutput, UserFrame, speaking
 from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
-from ...timeline import ORACLE_APPEND, ORACLE_END, ORACLE_RESET
+from ...timeline import LLM_ADOPT, LLM_KEEP, LLM_START, ORACLE_APPEND, ORACLE_END, ORACLE_RESET, ORACLE_SETTLED
 from .frontend import CompactFrontEnd
 from .tokenizer import END
 
@@ -39,6 +39,7 @@ class ReplayInputs:
     oracle: list[int]
     speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
     vad_source: str  # "timeline" or "audio"
+    settled: list[bool] = field(default_factory=list)  # per frame: the oracle answered the final (`settled_frames`)
 
 
 @dataclass
@@ -97,6 +98,41 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
     return out
 
 
+def settled_frames(tl: dict[str, Any], n: int) -> list[bool]:
+    """Per frame, whether the oracle the front-end was fed answered the turn's final transcript
+    (UserFrame.oracle_settled): from the ORACLE_SETTLED events, or, for a timeline recorded before them,
+    worked out as the scheduler decides it: a final keeps the stream started on the same words (if that
+    stream is the one adopted), or the stream it starts settles the oracle when it is adopted; a stream
+    started on a partial unsettles it. The session applies what the scheduler decides at its next frame."""
+    changes: list[tuple[int, bool]] = []
+    events = tl["events"]
+    if any(e["kind"] == ORACLE_SETTLED for e in events):
+        changes = [(int(e["frame"]), bool(e["settled"])) for e in events if e["kind"] == ORACLE_SETTLED]
+    else:
+        final_pending, final_streams, adopted = False, set(), None
+        for e in events:
+            kind = e["kind"]
+            if kind == "final" and e.get("text", "").strip():
+                final_pending = True
+            elif kind == LLM_START:
+                if final_pending:
+                    final_streams.add(e["stream"])
+                final_pending = False
+            elif kind == LLM_KEEP and e.get("reason", "").startswith("final"):
+                final_pending = False
+                changes.append((int(e["frame"]) + 1, e.get("stream") == adopted))
+            elif kind == LLM_ADOPT:
+                adopted = e["stream"]
+                changes.append((int(e["frame"]) + 1, adopted in final_streams))
+    out, now, i = [], False, 0
+    for k in range(n):
+        while i < len(changes) and changes[i][0] <= k:
+            now = changes[i][1]
+            i += 1
+        out.append(now)
+    return out
+
+
 def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path | None = None,
                          policy: str | None = None, vad_lag: int | None = None) -> ReplayInputs:
     """`vad_lag`: measure the voice activity again from the input audio, this many frames late, rather
@@ -125,7 +161,7 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source)
+    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source, settled_frames(tl, n))
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
@@ -140,8 +176,9 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     pieces: list[tuple[int, str]] = []
     turn = None
     with torch.inference_mode():
-        for k, (tr, v, o) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle)):
-            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr), o)
+        for k, (tr, v, o, settled) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle, inp.settled)):
+            out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr,
+                                           oracle_settled=settled), o)
             pieces += [(k, text) for text in out.text]
             if after_step is not None:
                 after_step(k, out)
