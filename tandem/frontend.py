@@ -40,6 +40,8 @@ class UserFrame:
     transcript: str = ""  # the user's turn as the Listener hears it now (front-ends diff it themselves)
     # the oracle stream answers the turn's final transcript: no newer transcript of the turn will replace it
     oracle_settled: bool = False
+    # with a settled oracle, the tokens it holds for the frames after this one (OracleStream.upcoming); None: unknown
+    oracle_upcoming: tuple[int, ...] | None = None
 
 
 @dataclass

@@ -40,6 +40,11 @@ class OraclePolicy(Protocol):
         """The token to feed at `frame`, or None for PAD."""
         ...
 
+    def upcoming(self, buf: OracleBuffer, frame: int) -> list[int]:
+        """After `token_at(frame)`: the tokens the buffer holds for the frames after it, in order, as far as
+        no newer oracle can replace them before they are fed."""
+        ...
+
 
 class KamePolicy:
     name = "kame"
@@ -71,6 +76,11 @@ class KamePolicy:
             return buf.tokens[i]
         return None
 
+    def upcoming(self, buf: OracleBuffer, frame: int) -> list[int]:
+        if buf.pinned_frame is None:
+            return []
+        return buf.tokens[max(0, frame + 1 - buf.pinned_frame):]
+
 
 class LatePlaybackPolicy(KamePolicy):
     """Like KAME, but a token that arrives after its slot is played at the next free frame
@@ -90,6 +100,9 @@ class LatePlaybackPolicy(KamePolicy):
         buf.cursor += 1
         buf.fed += 1
         return tok
+
+    def upcoming(self, buf: OracleBuffer, frame: int) -> list[int]:
+        return buf.tokens[buf.cursor:] if buf.pinned_frame is not None else []
 
 
 class PrefixKeepPolicy(LatePlaybackPolicy):
@@ -138,6 +151,11 @@ class PrefixKeepPolicy(LatePlaybackPolicy):
             buf.cursor = buf.fed = 0
             buf.restarts += 1
 
+    def upcoming(self, buf: OracleBuffer, frame: int) -> list[int]:
+        # while a newer oracle is collected, only what it has repeated so far is sure to be fed
+        end = len(buf.candidate) if buf.candidate is not None else len(buf.tokens)
+        return buf.tokens[buf.cursor:end] if buf.pinned_frame is not None else []
+
     def on_end(self, buf: OracleBuffer, frame: int) -> None:
         cand, buf.candidate = buf.candidate, None
         # An open candidate only ever matches the buffer so far (on_append closes it at the first
@@ -180,6 +198,11 @@ class OracleStream:
         """The token to feed at `frame`; call once per frame, in order."""
         tok = self.policy.token_at(self.buf, frame)
         return self.pad_token if tok is None else tok
+
+    def upcoming(self, frame: int) -> tuple[int, ...]:
+        """After `token(frame)`: the tokens to be fed in the frames after it (the oracle's words already
+        here, not yet fed), as far as a newer oracle cannot replace them first."""
+        return tuple(self.policy.upcoming(self.buf, frame))
 
 
 def make_policy(name: str) -> OraclePolicy:

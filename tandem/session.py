@@ -271,9 +271,11 @@ class Session:
         return not busy
 
     # -- the frame loop ----------------------------------------------------------------------
-    def _user_frame(self, audio: np.ndarray) -> UserFrame:
+    def _user_frame(self, audio: np.ndarray, k: int) -> UserFrame:
+        """After `_oracle_token(k)`: what the front-end is given at frame k besides the oracle token."""
+        settled = self.oracle_settled and self.oracle is not None
         return UserFrame(audio=audio, vad_prob=self.vad_prob, in_speech=self.in_speech, transcript=self._user_text,
-                         oracle_settled=self.oracle_settled)
+                         oracle_settled=settled, oracle_upcoming=self.oracle.upcoming(k) if settled else None)
 
     def _oracle_token(self, k: int) -> int:
         """The oracle token the front-end gets at frame k (PAD in front-end-only mode)."""
@@ -442,7 +444,8 @@ class Session:
         if self.cascade is not None:
             audio, texts = self.cascade.step(self.in_speech and speaking(self.vad_prob))
             return LiveStep(k, t0, p0, -1, None, audio, texts)
-        return LiveStep(k, t0, p0, self._oracle_token(k), self._user_frame(frame))
+        oracle_token = self._oracle_token(k)
+        return LiveStep(k, t0, p0, oracle_token, self._user_frame(frame, k))
 
     def live_post(self, step: LiveStep, audio: np.ndarray, texts: list[str]) -> None:
         """Second half: record the step's output. The caller plays `audio` in the next frame."""

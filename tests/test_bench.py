@@ -142,6 +142,18 @@ def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
         modes_and_policies(argparse.Namespace(modes="tandem-nope", policy="prefix"))
 
 
+def test_a_mode_variant_may_set_the_front_end_and_the_session_too():
+    from tandem.bench import front_end_options, session_config
+    from tandem.frontends.compact.frontend import CompactFrontEnd
+
+    assert front_end_options("tandem-no-voice-ahead") == {"voice_ahead": False}
+    assert session_config("tandem-no-voice-ahead").mode == "tandem"
+    assert front_end_options("tandem-listener-vad") == {} and session_config("tandem-listener-vad").frame_vad is False
+    assert front_end_options("tandem") == {}
+    assert CompactFrontEnd(**front_end_options("tandem-no-voice-ahead")).state.ends_clause is None
+    assert CompactFrontEnd().state.ends_clause is not None
+
+
 def test_answer_latency_is_compared_on_the_questions_both_modes_answered():
     from tandem.bench import paired_answers
 

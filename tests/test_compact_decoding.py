@@ -127,7 +127,7 @@ def _copy(cache: dict[str, torch.Tensor], frame: int) -> dict[str, torch.Tensor]
 
 
 def test_the_voice_reads_ahead_to_the_end_of_the_clause_as_each_word_is_fed_whole():
-    from tandem.frontends.compact.decoding import voice_ahead
+    from tandem.frontends.compact.ahead import voice_ahead
 
     st = _ahead_state()
     fed = [START, IT, IS, PAD]
@@ -147,7 +147,7 @@ def test_the_voice_reads_ahead_to_the_end_of_the_clause_as_each_word_is_fed_whol
 
 
 def test_reading_ahead_stops_at_a_new_oracle_and_at_a_word_the_model_did_not_copy():
-    from tandem.frontends.compact.decoding import voice_ahead
+    from tandem.frontends.compact.ahead import voice_ahead
 
     st = _ahead_state()
     assert voice_ahead(_copy(_fed([START, IT, IS, PAD, START, WAS, PAD]), 1), 0, st, IT, 64) == [IS], \
@@ -179,7 +179,7 @@ def test_reading_ahead_stops_at_a_new_oracle_and_at_a_word_the_model_did_not_cop
 def test_without_clauses_the_voice_reads_ahead_only_the_rest_of_the_copied_word():
     """The rule before `voice_ahead` (DecodeRules(voice_ahead=False)): a word the cursor finishes goes to
     the voice whole once all of it is fed; the next word waits for the model."""
-    from tandem.frontends.compact.decoding import voice_ahead
+    from tandem.frontends.compact.ahead import voice_ahead
 
     st = _ahead_state(clauses=False)
     st.cursor = 1  # the cursor just gave "ort" (frame 1)
@@ -273,7 +273,7 @@ def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waitin
 def test_whole_words_are_read_ahead_only_once_the_oracle_answers_the_final_transcript():
     """An oracle from a partial is often replaced a few frames later ("It is London." read ahead, then
     "Edinburgh."): before the oracle is settled the voice gets only the rest of the word being copied."""
-    from tandem.frontends.compact.decoding import voice_ahead
+    from tandem.frontends.compact.ahead import voice_ahead
 
     fed = [START, IT, IS, PAD, OS, LO, DOT, PAD]
     st = _ahead_state()
@@ -283,3 +283,29 @@ def test_whole_words_are_read_ahead_only_once_the_oracle_answers_the_final_trans
     cache = _copy(_fed(fed), 1)
     cache["reset_pos"] = torch.tensor([3])  # a newer oracle began after the word the run started from
     assert voice_ahead(cache, 0, st, IT, 64) is None, "what the older oracle held next is not read ahead"
+
+
+def test_a_settled_oracle_is_read_beyond_its_feed():
+    """The feed gives one token a frame: "The capital of Australia is" took 8 frames before "Canberra."
+    reached the model. The voice reads what the settled oracle holds for the frames to come
+    (OracleStream.upcoming); the session appends whole words, so the last one is whole."""
+    from tandem.frontends.compact.ahead import voice_ahead
+
+    def now(cache, frame):
+        cache["pos"] = torch.tensor([frame + 1])  # the model has just stepped `frame`
+        return cache
+
+    st = _ahead_state()
+    assert voice_ahead(now(_copy(_fed([START, IT, IS]), 1), 2), 0, st, IT, 64, settled=True) is None, \
+        "what follows 'is' is not known"
+    st = _ahead_state()
+    assert voice_ahead(now(_copy(_fed([START, IT, IS]), 1), 2), 0, st, IT, 64, settled=True,
+                       upcoming=(OS, LO, DOT)) == [IS, OS, LO, DOT]
+    # the model reads on through the frames the upcoming tokens are fed at: nothing is voiced twice
+    for frame, tok in ((3, IS), (4, OS), (5, LO), (6, DOT)):
+        fed = [START, IT, IS, OS, LO, DOT, PAD][:frame + 1]
+        assert voice_ahead(now(_fed(fed), frame), 0, st, tok, 64, settled=True, upcoming=()) is None
+        assert st.voiced, tok
+    st = _ahead_state()
+    assert voice_ahead(now(_copy(_fed([START, IT, IS]), 1), 2), 0, st, IT, 64, settled=True,
+                       upcoming=(OS, LO, DOT, WAS)) == [IS, OS, LO, DOT], "to the end of the clause"

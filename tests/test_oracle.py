@@ -183,3 +183,31 @@ def test_end_changes_nothing_for_kame_and_late_playback():
         s.append([10, 11], 0)
         s.end(0)
         assert feed(s, range(0, 4)) == [START, 10, 11, PAD]
+
+
+def test_upcoming_is_what_each_policy_will_feed_next():
+    """OracleStream.upcoming: the tokens the buffer holds for the frames after this one, as each policy
+    will feed them (the compact front-end's voice reads a settled oracle ahead of its feed)."""
+    for name in ("kame", "late-playback", "prefix"):
+        s = OracleStream(START, PAD, make_policy(name))
+        assert s.upcoming(0) == ()
+        s.reset(1)
+        s.append([10, 11, 12], 1)
+        fed = [s.token(1)]
+        assert s.upcoming(1) == (10, 11, 12), name
+        fed += feed(s, range(2, 4))
+        assert s.upcoming(3) == (12,), name
+        ahead = s.upcoming(3)
+        assert feed(s, range(4, 6)) == [*ahead, PAD], f"{name}: upcoming is what is fed next"
+
+
+def test_upcoming_with_a_newer_oracle_being_collected_holds_only_what_it_repeated():
+    s = _prefix_stream()
+    s.reset(0)
+    s.append([10, 11, 12, 13], 0)
+    assert feed(s, range(0, 2)) == [START, 10]
+    s.reset(2)  # a newer oracle: so far the same as the current one
+    s.append([10, 11], 2)
+    assert s.upcoming(1) == (11,), "12 and 13 may be replaced by the newer oracle before they are fed"
+    s.append([12], 2)
+    assert s.upcoming(1) == (11, 12)

@@ -26,18 +26,12 @@ model decides where to start and whether to go on at each word boundary; within 
 its place ("Port ugal", "pres ident" were a piece generated as the start of a new word), and after a
 word read from the oracle it cannot add pieces to it ("freezinging", "Fahrenheititit").
 
-The voice reads ahead of the model (`voice_ahead`): once the model copies an oracle word, the words
-after it in the oracle, as far as the end of their clause, go to the voice as soon as each is fed
-whole, and the model's own copies of them are not voiced again. The model paces its words like speech
-(a word, then PADs for as long as it takes to say), which a voice that says one word in 0.2 s ran
-ahead of: "It" / "is" / "Oslo." reached the voice five frames apart, each its own synthesis, and a
-listener heard "It is as low". The model still decides where a reply starts and which words it copies;
-it gives up the pace within a clause it has begun to read.
+The voice reads ahead of the model within a clause it has begun to copy (`ahead.voice_ahead`).
 """
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice, takewhile
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -45,6 +39,7 @@ import torch
 
 from ...frontend import speaking
 from .model import CompactLM
+from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
@@ -54,15 +49,13 @@ if TYPE_CHECKING:
 
 START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
-COPY_CURSOR_WEIGHT = 0.25  # the pointer's weight on a copied piece's frame for the rest of its word to follow
+COPY_CURSOR_WEIGHT = COPIED_WEIGHT  # the pointer's weight on a copied piece's frame for the rest of its word to follow
 REPEAT_WINDOW_FRAMES = 24  # a word said again within this many frames of itself is a repeat (1.9 s)
 MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
 # with an answer fed by the oracle stream since the last reply, a turn still not taken this many quiet
 # frames after the user's voice stopped is taken: a safety net for the model that lets the moment pass
 # (a question of the dev dialogues got no reply at all, its oracle "A spider has 8 legs." waiting)
 MAX_TURN_WAIT_FRAMES = 12  # 0.96 s: longer than most pauses inside a turn; the model itself starts 2-3 frames after
-CLAUSE_ENDS = ".,;:?!"  # a word ending in one of these ends what the voice reads ahead (`voice_ahead`)
-LONGEST_AHEAD = 48  # oracle frames the voice looks ahead of the last piece it was handed
 
 
 class TurnStart:
@@ -146,7 +139,7 @@ class CompactState:
     # oracle pieces for the voice to say now after this frame's token, ahead of the model (`voice_ahead`)
     ahead: list[int] | None = None
     voiced: bool = False  # this frame's token was handed to the voice ahead of the model already
-    run: "VoiceRun | None" = None
+    run: VoiceRun | None = None
     # True for pieces that end a clause; None: the voice reads ahead only to the end of a word
     ends_clause: Callable[[int], bool] | None = None
     ahead_words: int = 99  # whole words the voice may be handed ahead of the model
@@ -256,13 +249,6 @@ class DecodeRules:
         return st
 
 
-def clause_ends(tokenizer: "CompactTokenizer") -> Callable[[int], bool]:
-    """Whether a piece ends a clause ("Oslo" + "."), for `voice_ahead`."""
-    ends = frozenset(i for i in range(END + 1, tokenizer.vocab_size)
-                     if tokenizer.piece(i).rstrip().endswith(tuple(CLAUSE_ENDS)))
-    return ends.__contains__
-
-
 @dataclass(frozen=True)
 class FrameInput:
     """What one session gives the model in one frame."""
@@ -271,6 +257,7 @@ class FrameInput:
     oracle: int
     forced: int | None = None  # see CompactState.decide
     settled: bool = False  # the oracle answers the turn's final transcript (UserFrame.oracle_settled)
+    upcoming: tuple[int, ...] | None = None  # its tokens for the frames after this one (UserFrame.oracle_upcoming)
 
 
 def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], states: Sequence[CompactState],
@@ -314,147 +301,9 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
-        st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled)
+        st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled, x.upcoming)
         out.append(tok)
     return out
-
-
-def _fed_token(cache: dict[str, torch.Tensor], r: int, frame: int) -> int | None:
-    """The oracle token row `r` was fed at `frame`, or None when that frame has not been fed (yet)."""
-    hit = torch.nonzero(cache["slot_pos"][r] == frame)
-    return int(cache["oracle"][r, int(hit[0, 0])]) if len(hit) else None
-
-
-@dataclass
-class VoiceRun:
-    """Oracle pieces handed to the voice ahead of the model (`voice_ahead`)."""
-    end: int  # the oracle frame of the last piece handed (or said by the model) so far
-    expect: deque[tuple[int, int]] = field(default_factory=deque)  # (frame, piece) handed, not yet said by the model
-    closed: bool = False  # the words handed reached the end of a clause (or of the oracle)
-
-
-def _framed(cache: dict[str, torch.Tensor], r: int, pieces: list[int], end: int) -> list[tuple[int, int]]:
-    """(frame, piece) for `pieces`, the non-PAD pieces fed up to frame `end`, in order."""
-    out: list[tuple[int, int]] = []
-    frame = end
-    for piece in reversed(pieces):
-        while _fed_token(cache, r, frame) != piece:
-            frame -= 1
-        out.append((frame, piece))
-        frame -= 1
-    return out[::-1]
-
-
-def _word_at(cache: dict[str, torch.Tensor], r: int, frame: int, st: CompactState, vocab: int) -> list[int]:
-    """The pieces of the oracle word that begins at `frame`, as far as they are fed."""
-    word = [_fed_token(cache, r, frame)]
-    for f in range(frame + 1, frame + LONGEST_AHEAD):
-        t = _fed_token(cache, r, f)
-        if t is None or not (END < t < vocab) or st.starts_word(t):
-            break
-        word.append(t)
-    return word
-
-
-def _reads_on(cache: dict[str, torch.Tensor], r: int, st: CompactState, run: VoiceRun, tok: int, vocab: int) -> bool:
-    """Does the model's `tok` say the next of the pieces handed ahead (`run.expect`, popped through it)?
-    Within a word, the next piece; a word start may leave out handed words, and must be the same word:
-    from the same frame, or (copied from a newer oracle) with the same pieces, or, not copied at all, the
-    very next word handed. "Austr" from "Australia"
-    does not say the "Austr" of "Austria" handed from the oracle before."""
-    if not run.expect:
-        return False
-    if not st.starts_word(tok):
-        if run.expect[0][1] != tok:
-            return False
-        run.expect.popleft()
-        return True
-    expect = list(run.expect)
-    src = copied_from(cache, r, tok)
-    for i, (frame, piece) in enumerate(expect):
-        if piece != tok:
-            continue
-        handed = [piece] + [p for _, p in takewhile(lambda fp: not st.starts_word(fp[1]), expect[i + 1:])]
-        if src == frame or (src is None and i == 0) or (src is not None and _word_at(cache, r, src, st, vocab) == handed):
-            for _ in range(i + 1):
-                run.expect.popleft()
-            return True
-    return False
-
-
-def copied_from(cache: dict[str, torch.Tensor], r: int, tok: int) -> int | None:
-    """The oracle frame this step's pointer copied `tok` from (the frame holding it that the pointer
-    weighed most, at least COPY_CURSOR_WEIGHT), or None: the model made the piece up. The next step works
-    out the same for its `prev`; this is it a frame sooner."""
-    if tok <= END or "attn" not in cache:
-        return None
-    match = cache["attn"][r] * (cache["oracle"][r] == tok)
-    best = int(match.argmax())
-    return int(cache["slot_pos"][r, best]) if float(match[best]) >= COPY_CURSOR_WEIGHT else None
-
-
-def voice_ahead(cache: dict[str, torch.Tensor], r: int, st: CompactState, tok: int, vocab: int,
-                settled: bool = True) -> list[int] | None:
-    """The oracle pieces the voice may say now, after this frame's token `tok`, ahead of the model: once
-    the model copies an oracle word (its source frame: the word cursor's, else the pointer's), the rest
-    of that word and the whole words after it up to the end of their clause (`st.ends_clause`; without
-    it, the rest of the word only), each as soon as it is fed whole (the piece after it is fed too). PAD
-    frames between words (the feed waiting for the LLM) are passed over; a new oracle (START), which
-    cuts the old one where it was, ends the run, and so does a word's tail fed without its head (KAME's
-    feed drops the pieces whose frame has passed when they arrive). The model's later tokens among the pieces handed are marked `st.voiced` (not voiced again);
-    any other token ends the run, and a copied one starts another. A run in an oracle older than the
-    newest START reads no further (the pointer may take "is" from the oracle before, whose next word was
-    an answer since replaced).
-
-    Whole words are read ahead only once the oracle is `settled` (it answers the turn's final
-    transcript): an oracle from a partial is often replaced a few frames later, and the model, at its
-    own pace, had not yet said the words it replaced ("It is London." read ahead, then "Edinburgh.")."""
-    st.voiced = False
-    if st.starts_word is None or tok == END:
-        st.run = None
-        return None
-    run = st.run
-    if tok > END:
-        if run is not None and _reads_on(cache, r, st, run, tok, vocab):
-            st.voiced = True
-        else:
-            src = st.cursor if st.cursor is not None else (
-                copied_from(cache, r, tok) if st.ends_clause is not None else None)
-            st.run = run = VoiceRun(src) if src is not None else None
-    if run is not None and "reset_pos" in cache and int(cache["reset_pos"][r]) > run.end:
-        run.closed = True  # a newer oracle began since: what the old one held after the run is not said ahead
-    if run is None or run.closed:
-        return None
-    out: list[int] = []
-    word: list[int] = []
-    last = _fed_token(cache, r, run.end)
-    for frame in range(run.end + 1, run.end + 1 + LONGEST_AHEAD):
-        t = _fed_token(cache, r, frame)
-        if t is None:
-            break  # not fed yet: the word under way may go on
-        if t == START:  # a new oracle cuts the old one where it was, maybe inside a word
-            run.closed = True
-            break
-        if END < t < vocab and not st.starts_word(t):
-            if not word and frame > run.end + 1:  # a word's tail after a gap: its head came too late to be fed
-                run.closed = True
-                break
-            word.append(t)
-            continue
-        out += word  # a word start or PAD after it: the word under way is whole
-        if word:
-            run.end, last = frame - 1, word[-1]
-        word = []
-        if st.ends_clause is None or (last is not None and st.ends_clause(last)):
-            run.closed = True
-            break
-        if END < t < vocab:
-            ahead = sum(st.starts_word(p) for _, p in run.expect) + sum(st.starts_word(p) for p in out)
-            if ahead >= (st.ahead_words if settled else 0):
-                break  # far enough ahead of the model: the next word waits for it to read on
-            word = [t]
-    run.expect.extend(_framed(cache, r, out, run.end))
-    return out or None
 
 
 def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:
@@ -479,7 +328,7 @@ def word_rest(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> tuple
         src = int(cache["last_src"][r])
     else:
         return None
-    tok = _fed_token(cache, r, src + 1)
+    tok = fed_token(cache, r, src + 1)
     if tok is None:
         return None
     return (src + 1, tok) if tok > END and not st.starts_word(tok) else None

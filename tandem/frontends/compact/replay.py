@@ -40,6 +40,7 @@ class ReplayInputs:
     speech_end_frame: int | None  # the frame in which the user's voice stopped (the VAD's last turn end)
     vad_source: str  # "timeline" or "audio"
     settled: list[bool] = field(default_factory=list)  # per frame: the oracle answered the final (`settled_frames`)
+    upcoming: list[tuple[int, ...]] = field(default_factory=list)  # per frame: OracleStream.upcoming
 
 
 @dataclass
@@ -78,6 +79,12 @@ def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FR
 def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> list[int]:
     """Per frame, the oracle token a session with `tokenizer` and `policy` (default: the recorded
     one) would have fed, from the recorded oracle events; all PAD when there were none."""
+    return oracle_feed(tl, tokenizer, policy)[0]
+
+
+def oracle_feed(tl: dict[str, Any], tokenizer, policy: str | None = None) -> tuple[list[int], list[tuple[int, ...]]]:
+    """`oracle_tokens`, and per frame the tokens the oracle held for the frames after it
+    (OracleStream.upcoming)."""
     n = len(tl["frames"]["t"])
     stream = OracleStream(tokenizer.start_id, tokenizer.pad_id,
                           make_policy(policy or tl.get("meta", {}).get("oracle_policy") or DEFAULT_POLICY))
@@ -85,7 +92,7 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
     for e in tl["events"]:
         if e["kind"] in (ORACLE_RESET, ORACLE_APPEND, ORACLE_END):
             by_frame.setdefault(int(e["frame"]), []).append(e)
-    out = []
+    out, upcoming = [], []
     for k in range(n):
         for e in by_frame.get(k, []):
             if e["kind"] == ORACLE_RESET:
@@ -95,7 +102,8 @@ def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> l
             else:
                 stream.append(tokenizer.encode(e["text"]), k)
         out.append(stream.token(k))
-    return out
+        upcoming.append(stream.upcoming(k))
+    return out, upcoming
 
 
 def settled_frames(tl: dict[str, Any], n: int) -> list[bool]:
@@ -161,7 +169,8 @@ def inputs_from_timeline(tl: dict[str, Any], tokenizer, audio_path: str | Path |
     # the VAD's end event comes after its endpoint silence; `audio_s` is where the voice stopped
     ends = [e.get("audio_s", e["t"]) for e in tl["events"] if e["kind"] == "vad_end"]
     end_frame = int(round(ends[-1] / FRAME_S)) if ends else None
-    return ReplayInputs(transcripts, vad, oracle_tokens(tl, tokenizer, policy), end_frame, source, settled_frames(tl, n))
+    oracle, upcoming = oracle_feed(tl, tokenizer, policy)
+    return ReplayInputs(transcripts, vad, oracle, end_frame, source, settled_frames(tl, n), upcoming)
 
 
 def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
@@ -178,7 +187,7 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
     with torch.inference_mode():
         for k, (tr, v, o, settled) in enumerate(zip(inp.transcripts, inp.vad, inp.oracle, inp.settled)):
             out = front_end.step(UserFrame(audio=silent, vad_prob=v, in_speech=speaking(v), transcript=tr,
-                                           oracle_settled=settled), o)
+                                           oracle_settled=settled, oracle_upcoming=inp.upcoming[k] if settled else None), o)
             pieces += [(k, text) for text in out.text]
             if after_step is not None:
                 after_step(k, out)
