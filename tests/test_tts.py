@@ -69,6 +69,8 @@ def test_segments_of_up_to_three_words_are_said_faster_and_longer_ones_at_the_vo
 
     assert segment_speed("capital") > segment_speed("of the") > segment_speed("is the largest") > 1.0
     assert segment_speed("The capital of Australia is Canberra.") == 1.0
+    assert segment_speed("Oslo.") == 1.0, "a sentence's last word alone, most often the answer, at the voice's pace"
+    assert segment_speed("Oslo,") > 1.0 and segment_speed("is Oslo.") > 1.0
 
 
 def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace():
