@@ -4,7 +4,7 @@ The model paces its words like speech (a word, then PAD frames for as long as th
 say). A word is complete when the next word starts or a PAD follows; complete words go to the
 voice as soon as the voice is about to run dry, so the first word is spoken at once and later
 words are grouped into phrases with better prosody. Words the model copies from the oracle bring the
-rest of their clause with them as soon as it is fed (decoding.voice_ahead), so the voice is not held to
+rest of their clause with them once the oracle is settled (ahead.voice_ahead), so the voice is not held to
 the model's pace inside a clause it has begun to read.
 
 The first word of a response does not wait for the next frame to prove it complete when its one
@@ -107,7 +107,7 @@ class Mouth:
     def say(self, tok: int, began_reply: bool, user: UserFrame, ahead: list[int] | None = None,
             hold: bool = False, voiced: bool = False) -> FrontEndOutput:
         """One frame: the model's token `tok`. `ahead`: oracle pieces to voice now, after `tok`, ahead of
-        the model (decoding.voice_ahead: the rest of the word it copies and the words after it to the end
+        the model (ahead.voice_ahead: the rest of the word it copies and the words after it to the end
         of their clause); `voiced`: `tok` was handed to the voice so, and is not voiced again. `hold`:
         after an interruption dropped the reply, keep quiet in the user's pauses too
         (decoding.CompactState.holding_back)."""
