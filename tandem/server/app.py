@@ -10,7 +10,6 @@ notices a refused one).
 """
 from __future__ import annotations
 
-import asyncio
 import hmac
 import ipaddress
 import logging
@@ -156,7 +155,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
     client = None
     try:
         await ws.prepare(request)
-        await asyncio.to_thread(SILERO.ensure_spare)  # the session's voice meter, not built on the ticker's thread
+        await hub.off_loop(SILERO.ensure_spare)  # the session's voice meter, not built on the ticker's thread
         client = hub.create_client(ws, events=request.query.get("events", "0") in ("1", "true", "yes"), peer=peer)
         hub.join(client)
         async for msg in ws:

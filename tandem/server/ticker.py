@@ -11,12 +11,14 @@ shows beyond the ticks (GC pauses, stalls, the back-end, resources) is `health.p
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 from aiohttp import web
@@ -56,6 +58,9 @@ class HubConfig:
     oracle_policy: str = DEFAULT_POLICY
 
 
+T = TypeVar("T")
+
+
 class Hub:
     """Every live session of one server, stepped together by one ticker (see the module's docstring)."""
 
@@ -76,6 +81,14 @@ class Hub:
         self.sessions_total = 0
         self.closed_reasons: dict[str, int] = {}
         self.health = Health(backend)
+        # blocking chores kept off the event loop (closing a session's voice and recorder, building a voice
+        # meter): two threads at most, where asyncio's default executor would start one per client of a
+        # burst of connects or disconnects
+        self._chores = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tandem-chores")
+
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on one of the hub's chore threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._chores, functools.partial(fn, *args))
 
     # -- admission --------------------------------------------------------------------------------
     def reserve(self) -> bool:
@@ -138,11 +151,11 @@ class Hub:
                 await asyncio.gather(client.sender, return_exceptions=True)
             await client.session.close()
             # a voicer's thread may be waiting for the shared TTS: join it off the event loop
-            await asyncio.to_thread(_close_parts, client.front_end, client.voicer, True)
+            await self.off_loop(_close_parts, client.front_end, client.voicer, True)
             if client.front_end is not None and hasattr(client.front_end, "close"):
                 client.front_end.close()  # releases its front-end slot (on the loop, beside the ticker)
             if client.recorder is not None:
-                await asyncio.to_thread(client.recorder.close, client.session.timeline)
+                await self.off_loop(client.recorder.close, client.session.timeline)
         finally:
             self.unreserve()
 
@@ -299,9 +312,10 @@ class Hub:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
         if self._encoder is not None:
-            await asyncio.to_thread(self._encoder.close)
+            await self.off_loop(self._encoder.close)
             self._encoder = None
         self.health.close()
+        self._chores.shutdown(wait=False)
 
 
 def _close_parts(front_end: FrontEnd | None, voicer: Voicer | None, voicers_only: bool = False) -> None:
