@@ -124,3 +124,22 @@ def test_cli_rejects_a_file_that_is_not_a_timeline(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tandem", "replay", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "not a readable timeline" in r.stderr
+
+
+def test_replay_knows_when_the_oracle_answered_the_final_from_old_timelines_too():
+    """`settled_frames`: the ORACLE_SETTLED events; for a timeline recorded before them, worked out as the
+    scheduler decides (a stream on the final settles the oracle once adopted; one on a partial unsettles
+    it; the final keeping the adopted stream settles it), from the session's next frame."""
+    from tandem.frontends.compact.replay import settled_frames
+
+    old = {"events": [
+        {"frame": 2, "kind": "llm_start", "stream": 1}, {"frame": 3, "kind": "llm_adopt", "stream": 1},
+        {"frame": 5, "kind": "final", "text": "what is the capital of france"},
+        {"frame": 5, "kind": "llm_keep", "stream": 1, "reason": "final as heard when it started"},
+        {"frame": 8, "kind": "llm_start", "stream": 2}, {"frame": 9, "kind": "llm_adopt", "stream": 2},
+        {"frame": 11, "kind": "final", "text": "and of spain"},
+        {"frame": 11, "kind": "llm_start", "stream": 3}, {"frame": 13, "kind": "llm_adopt", "stream": 3}]}
+    assert settled_frames(old, 16) == [False] * 6 + [True] * 4 + [False] * 4 + [True] * 2
+    new = {"events": [{"frame": 4, "kind": "oracle_settled", "settled": True},
+                      {"frame": 6, "kind": "oracle_settled", "settled": False}]}
+    assert settled_frames(new, 8) == [False] * 4 + [True] * 2 + [False] * 2
