@@ -237,7 +237,7 @@ class CompactFrontEnd:
 
     def frame_input(self, user: UserFrame, oracle_token: int) -> FrameInput:
         return FrameInput(self.state.hear(user.transcript), user.vad_prob, int(oracle_token),
-                          settled=user.oracle_settled, upcoming=user.oracle_upcoming if user.oracle_settled else None)
+                          settled=user.oracle_settled, upcoming=user.oracle_upcoming)
 
     def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
         if self.pool is not None:

@@ -76,15 +76,10 @@ def vad_from_audio(samples_24k: np.ndarray, n_frames: int, lag: int = VAD_LAG_FR
     return [0.0] * lag + per_frame[:max(0, n_frames - lag)]
 
 
-def oracle_tokens(tl: dict[str, Any], tokenizer, policy: str | None = None) -> list[int]:
-    """Per frame, the oracle token a session with `tokenizer` and `policy` (default: the recorded
-    one) would have fed, from the recorded oracle events; all PAD when there were none."""
-    return oracle_feed(tl, tokenizer, policy)[0]
-
-
 def oracle_feed(tl: dict[str, Any], tokenizer, policy: str | None = None) -> tuple[list[int], list[tuple[int, ...]]]:
-    """`oracle_tokens`, and per frame the tokens the oracle held for the frames after it
-    (OracleStream.upcoming)."""
+    """Per frame, the oracle token a session with `tokenizer` and `policy` (default: the recorded
+    one) would have fed, from the recorded oracle events (all PAD when there were none), and the tokens
+    the oracle held for the frames after it (OracleStream.upcoming)."""
     n = len(tl["frames"]["t"])
     stream = OracleStream(tokenizer.start_id, tokenizer.pad_id,
                           make_policy(policy or tl.get("meta", {}).get("oracle_policy") or DEFAULT_POLICY))
