@@ -23,7 +23,7 @@ import numpy as np
 from .audio import AUDIBLE, InputAudio, write_mono
 from .copying import copied_exactly, cut_short, last_oracle_text
 from .errors import TandemError
-from .metrics import summarize
+from .metrics import count_causes, summarize
 from .oracle import DEFAULT_POLICY, make_policy
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, find_answer, hear, listening_context, onset_after, response_gaps, speech_end_of
@@ -261,7 +261,8 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ok = [r for r in rs if not r.get("failed")]
         m: dict[str, Any] = {"runs": len(rs), "failed": len(rs) - len(ok),
                              "correct_rate": round(sum(r["correct"] for r in ok) / len(rs), 4) if rs else None,
-                             "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok))}
+                             "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok)),
+                             "miss_causes": count_causes(ok)}
         for key in NUMERIC:
             m[f"{key}_median"] = _median([r.get(key) for r in ok])
         judged = [r["copy_exact"] for r in ok if r.get("copy_exact") is not None]
@@ -298,7 +299,7 @@ def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any],
     keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
             "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
             "tts_first_audio_s_median", "starts_median", "cancels_median", "oracle_tokens_fed_median",
-            "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "copy_exact", "late_p99_ms_max", "deadline_misses"]
+            "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "copy_exact", "late_p99_ms_max", "deadline_misses", "miss_causes"]
     modes = list(summary)
     lines = ["| measure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
     for k in keys:

@@ -28,7 +28,7 @@ from .audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
 from .bench import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config, front_end_options,
                     variant_of)
 from .errors import TandemError
-from .metrics import summarize
+from .metrics import count_causes, summarize
 from .oracle import DEFAULT_POLICY
 from .runner import run_session, write_outputs
 from .scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
@@ -183,7 +183,8 @@ def score_dialogue(d: Dialogue, spans: list[Span], assistant: np.ndarray, words:
     last, sp = turns[-1], spans[-1]
     onset = onset_after(assistant, sp.end)
     rec: dict[str, Any] = {
-        "deadline_misses": s.get("deadline_misses", 0), "late_p99_ms": s.get("late_p99_ms"),
+        "deadline_misses": s.get("deadline_misses", 0), "miss_causes": s.get("miss_causes", []),
+        "late_p99_ms": s.get("late_p99_ms"),
         "frames": s.get("frames"), "starts": s.get("starts"), "cancels": s.get("cancels"),
         "finals": [e["text"] for e in tl["events"] if e["kind"] == "final"],
         "barge_ins": sum(1 for e in tl["events"] if e["kind"] == "barge_in"),
@@ -221,6 +222,7 @@ def summarize_dialogues(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
             ok = [r for r in rs if not r.get("failed")]
             m: dict[str, Any] = {"dialogues": len(rs), "failed": len(rs) - len(ok),
                                  "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok)),
+                                 "miss_causes": count_causes(ok),
                                  "onset_s_median": _median([r.get("onset_s") for r in ok]),
                                  "answer_s_median": _median([r.get("answer_s") for r in ok])}
             if kind != "backchannel":
@@ -248,7 +250,7 @@ def write_summary_md(path: Path, summary: dict[str, dict[str, Any]], runs: list[
                      extra: dict[str, Any]) -> None:
     cols = ["dialogues", "failed", "correct", "onset_s_median", "answer_s_median", "yielded_within_0.5s",
             "yield_s_median", "yield_s_max", "never_yielded", "yielded_and_answered", "talked_through",
-            "reply_kept", "talking_at_onset", "deadline_misses"]
+            "reply_kept", "talking_at_onset", "deadline_misses", "miss_causes"]
     lines = ["| mode / kind | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for key, m in summary.items():
         lines.append(f"| {key} | " + " | ".join(_cell(m.get(c)) for c in cols) + " |")

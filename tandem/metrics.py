@@ -78,6 +78,25 @@ def frame_health(tl: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def miss_cause(miss: dict[str, Any]) -> str:
+    """What mostly made a frame late (a `deadline_miss` event): "gc", "cpu" (its own work),
+    "cpu_wait" (the cores were busy elsewhere) or "blocked" (the GIL, a lock), in its step, or with
+    "late:" in front, before its step began."""
+    part, prefix = (miss["step"], "") if miss["step_ms"] >= miss["late_ms"] else (miss["before"], "late:")
+    if part.get("gc_ms", 0) >= 0.5 * part["wall_ms"]:
+        return prefix + "gc"
+    shares = {k: part.get(f"{k}_ms", 0.0) for k in ("cpu", "cpu_wait", "blocked")}
+    return prefix + max(shares, key=shares.__getitem__)
+
+
+def count_causes(runs: list[dict[str, Any]]) -> str | None:
+    """The runs' deadline misses by cause ("gc 1, late:blocked 2"), or None without a miss."""
+    from collections import Counter
+
+    n = Counter(c for r in runs for c in r.get("miss_causes", []))
+    return ", ".join(f"{c} {k}" for c, k in n.most_common()) or None
+
+
 def summarize(tl: dict[str, Any]) -> dict[str, Any]:
     ev = tl["events"]
     end = speech_end_s(tl)
@@ -103,6 +122,9 @@ def summarize(tl: dict[str, Any]) -> dict[str, Any]:
         "faults": sum(1 for e in ev if e["kind"] == "fault" and e.get("action") != "restarted"),
     }
     out.update(frame_health(tl))
+    causes = [miss_cause(e) for e in ev if e["kind"] == "deadline_miss"]
+    if causes:
+        out["miss_causes"] = causes
     meta = tl.get("meta", {})
     out.update(meta.get("llm_stats", {}))
     if "oracle_tokens_fed" in meta:

@@ -11,6 +11,7 @@ import numpy as np
 from . import frontend as fe_registry
 from .audio import InputAudio, frames_of, load_input, write_stereo
 from .oracle import DEFAULT_POLICY, make_policy
+from .realtime import settle_heap
 from .session import Session, SessionConfig
 from .stack import Stack
 from .timeline import Timeline
@@ -56,6 +57,7 @@ def run_session(stack: Stack, audio: InputAudio, config: SessionConfig, front_en
             if client is not None:
                 await client.aclose()
 
+    settle_heap()  # the front-end just built and the last session's garbage, out of the frames' way
     return asyncio.run(go())
 
 

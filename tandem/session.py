@@ -35,6 +35,7 @@ from .listener.frame_vad import FrameVoiceMeter
 from .listener.process import ListenerProcess
 from .llm.client import ChatClient
 from .oracle import OraclePolicy, OracleStream
+from .realtime import FrameWatch, Snapshot
 from .providers import for_cascade, for_oracles
 from .scheduler import OracleScheduler, SchedulerConfig
 from .tts import Voicer
@@ -146,6 +147,9 @@ class Session:
             provider = for_cascade(client, knowledge, config.scheduler.prompt_form)
             self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
         self.meter = FrameVoiceMeter() if config.frame_vad else None
+        self._watch = FrameWatch()
+        self._mark_end = self._mark_start = self._watch.mark()  # at the last frame's end, at this one's start
+        self._end_p = 0.0
         # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
         self.vad_prob = 0.0
         self.in_speech = False
@@ -313,11 +317,13 @@ class Session:
         self._silent_frames = 10**9
         self._onsets = TurnOnsets()
         self._next_k = 0
+        self._mark_end, self._end_p = self._watch.mark(), time.perf_counter()
 
     def _pre_step(self, k: int, frame: np.ndarray) -> tuple[float, float]:
         """Start step k: hand the frame to the Listener and drain oracle events. Returns (t0, p0)."""
         t0 = self.clock.now()
         p0 = time.perf_counter()
+        self._mark_start = self._watch.mark()
         self.timeline.current_frame = k
         self.listener.feed(self.sid, frame)
         if self.meter is not None:
@@ -340,8 +346,25 @@ class Session:
             self._record_onset(self._onsets.audible(deadline + FRAME_S))
         else:
             self._silent_frames += 1
-        step_ms = (time.perf_counter() - p0) * 1e3
-        self.timeline.add_frame(t0, (t0 - deadline) * 1e3, step_ms, otok, " ".join(texts), self.vad_prob)
+        p1 = time.perf_counter()
+        step_ms = (p1 - p0) * 1e3
+        late_ms = (t0 - deadline) * 1e3
+        self.timeline.add_frame(t0, late_ms, step_ms, otok, " ".join(texts), self.vad_prob)
+        mark = self._watch.mark()
+        if late_ms + step_ms > FRAME_S * 1e3:
+            self._explain_miss(k, late_ms, step_ms, mark, p0)
+        self._mark_end, self._end_p = mark, p1
+
+    def _explain_miss(self, k: int, late_ms: float, step_ms: float, end: Snapshot, p0: float) -> None:
+        """Put on the timeline where a late frame's time went: before its step began (the loop busy
+        elsewhere) and in the step, each split into collector pauses, own CPU, waiting for a CPU and
+        blocked (GIL, locks)."""
+        before = FrameWatch.between(self._mark_end, self._mark_start, (p0 - self._end_p) * 1e3)
+        step = FrameWatch.between(self._mark_start, end, step_ms)
+        self.timeline.add(tl.DEADLINE_MISS, frame=k, late_ms=round(late_ms, 1), step_ms=round(step_ms, 1),
+                          before=before, step=step)
+        log.info("frame %d missed its deadline (late %.0f ms, step %.0f ms): before the step %s; in the step %s",
+                 k, late_ms, step_ms, before, step)
 
     def _record_onset(self, found: tuple[float, float] | None) -> None:
         if found is not None:

@@ -18,6 +18,7 @@ from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
+from .realtime import BACKEND_NICE, favour_the_frame_loop, renice_on_restart
 from .tts import TTS, HibariTTS
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class StackConfig:
     knowledge: Path | None = None  # the user's documents (--knowledge): a folder or one file
     knowledge_index: Path | None = None  # where their index lives (default: a cache directory)
     knowledge_passages: int = 1  # passages per prompt
+    backend_nice: int = BACKEND_NICE  # the Listener's and embedded LLM's niceness, below the frame loop (0: as is)
 
 
 def stack_config(args, **kw) -> StackConfig:  # noqa: ANN001 - argparse.Namespace of run, bench, serve
@@ -85,6 +87,9 @@ class Stack(contextlib.AbstractContextManager):
             for part in (self.server, self.listener):
                 if part is not None:
                     self.supervisor.watch(part)
+            favour_the_frame_loop(self.pids(), cfg.backend_nice)
+            self.supervisor.subscribe(renice_on_restart(cfg.backend_nice, self._pid_of,
+                                                        {p.name for p in (self.server, self.listener) if p}))
         except BaseException:
             self._stack.close()
             raise
@@ -100,6 +105,9 @@ class Stack(contextlib.AbstractContextManager):
         self._stack.callback(self.supervisor.close)  # before `part` is stopped on purpose
         self.supervisor.watch(part)
         return part
+
+    def _pid_of(self, part: str) -> int | None:
+        return self.supervisor.status().get(part, {}).get("pid")
 
     def pids(self) -> list[int]:
         return [p for p in (self.server and self.server.pid, self.listener and self.listener.pid) if p]

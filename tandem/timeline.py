@@ -44,6 +44,7 @@ BACKCHANNEL_FINAL = "backchannel_final"  # the reply went on: a final of backcha
 RETRIEVAL = "retrieval"  # a search of the user's documents: query, trigger (partial/final/answer), ms, passages
 KNOWLEDGE_CONTEXT = "knowledge_context"  # the passages an answer request was given
 EXTRACTIVE = "extractive"  # a document's sentence given as the answer outright (no LLM)
+DEADLINE_MISS = "deadline_miss"  # a frame finished after its deadline: where its time went (realtime.FrameWatch)
 ERROR = "error"
 FAULT = "fault"  # a back-end process died, was restarted, or is down (part, action, error)
 

@@ -331,7 +331,7 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
 
     import psutil
 
-    from tandem.server.serve import deprioritize
+    from tandem.realtime import deprioritize
 
     code = ("import threading, time\n"
             "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"

@@ -3,37 +3,15 @@ pauses, ticks a busy machine held up, the shared back-end (LLM queue, child proc
 frames) and what a leak would show (threads, file descriptors, Listener streams, front-end rows)."""
 from __future__ import annotations
 
-import gc
 import os
 import threading
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from ..realtime import GcWatch, runqueue_wait_ns
+
 if TYPE_CHECKING:
     from .ticker import Backend
-
-
-class GcWatch:
-    """How long the garbage collector stops the process (every thread, the ticker included)."""
-
-    def __init__(self) -> None:
-        self.max_ms = [0.0, 0.0, 0.0]
-        self.count = [0, 0, 0]
-        self._t0 = 0.0
-        gc.callbacks.append(self._cb)
-
-    def _cb(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._t0 = time.perf_counter()
-        else:
-            g = info.get("generation", 2)
-            self.count[g] += 1
-            self.max_ms[g] = max(self.max_ms[g], (time.perf_counter() - self._t0) * 1e3)
-
-    def close(self) -> None:
-        if self._cb in gc.callbacks:
-            gc.callbacks.remove(self._cb)
 
 
 class Health:
@@ -49,7 +27,7 @@ class Health:
         """A tick that finished more than 60 ms after its deadline: record how long this thread
         waited for a CPU meanwhile (the kernel's run-queue wait), which tells a machine too busy
         to run the server from a server that held itself up."""
-        wait_ns = _runqueue_wait_ns()
+        wait_ns = runqueue_wait_ns()
         late_ms = (done - target) * 1e3
         if late_ms > 60 and wait_ns is not None and self._last_wait_ns is not None:
             self.stalls.append({"late_ms": round(late_ms, 1),
@@ -99,12 +77,3 @@ class Health:
 
     def close(self) -> None:
         self.gc.close()
-
-
-def _runqueue_wait_ns() -> int | None:
-    """Nanoseconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or None."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from aiohttp import web
 from .. import frontend as fe_registry
 from ..errors import TandemError
 from ..oracle import DEFAULT_POLICY
+from ..realtime import BACKEND_NICE, settle_heap
 from ..session import SessionConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
@@ -43,7 +42,7 @@ class ServeOptions:
     knowledge: Path | None = None
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
-    backend_nice: int = 10  # niceness of the Listener and embedded LLM processes (0: leave them alone)
+    backend_nice: int = BACKEND_NICE  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
 
@@ -87,29 +86,6 @@ async def serve_until_stopped(hub: Hub, cfg: ServerConfig, ready=None) -> None: 
         await runner.cleanup()
 
 
-def deprioritize(pids: list[int], nice: int) -> None:
-    """Lower the CPU priority of the back-end processes (Listener, embedded LLM). On a small machine
-    they compete with the frame ticker for the same cores; a late Whisper decode costs a little
-    latency, a late tick costs every session an audible gap. Every thread is reniced: on Linux a
-    niceness belongs to a thread, and the workers (Whisper's decodes, llama.cpp's compute threads)
-    were started before this runs (threads started later inherit it from the ones that start them)."""
-    import psutil
-
-    for pid in pids:
-        try:
-            tids = [t.id for t in psutil.Process(pid).threads()]
-        except (psutil.Error, OSError) as e:
-            log.warning("could not lower the priority of process %s: %s", pid, e)
-            continue
-        for tid in tids:
-            try:
-                os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
-            except ProcessLookupError:  # a thread that ended meanwhile
-                pass
-            except OSError as e:
-                log.warning("could not lower the priority of thread %s of process %s: %s", tid, pid, e)
-
-
 def _check_port_free(cfg: ServerConfig) -> None:
     import socket
 
@@ -140,26 +116,12 @@ def serve(opts: ServeOptions) -> int:
         provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
+                            backend_nice=opts.backend_nice,
                             need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages)
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
-        deprioritize(stack.pids(), opts.backend_nice)
-        if opts.backend_nice:  # a restarted Listener or LLM server yields to the ticker as the first one did
-
-            def renice(event: dict) -> None:
-                if event["action"] == "restarted" and event["part"] != voice.name:
-                    deprioritize([stack.supervisor.status()[event["part"]]["pid"]], opts.backend_nice)
-            stack.supervisor.subscribe(renice)
-
-        # A full collection walks every object: with the models and the voice's lexicons loaded that
-        # takes 100-150 ms here, which stalls every session's frame at once. Everything loaded so far
-        # lives as long as the server, so it is moved out of the collector's sight.
-        gc.collect()
-        gc.freeze()
-        # torch releases the GIL around every op of the batched step; when a voice thread runs Python
-        # meanwhile, the ticker waits up to the switch interval to get it back, at every op
-        sys.setswitchinterval(0.001)
+        settle_heap()  # again: the voice's client and the server's own objects were made after the stack's
 
         async def main() -> None:
             client = stack.client()

@@ -1,0 +1,142 @@
+"""Keeping the 80 ms frame loop on time on a small machine, and saying why when it was not.
+
+Every command that runs sessions (`run`, `bench`, `serve`) shares the process with models, a voice
+and threads, and shares the cores with the back-end's processes. Three things stall a frame there:
+a full garbage collection (it walks every object, the models' included: 100-150 ms here), a thread
+holding the GIL while the step's torch ops wait to get it back, and the Listener or the LLM holding
+both cores. `favour_the_frame_loop` removes what it can of each; `FrameWatch` records, for a frame
+that missed its deadline anyway, which of them it was.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+import time
+from typing import Callable, Iterable, Optional
+
+log = logging.getLogger(__name__)
+
+BACKEND_NICE = 10  # niceness of the Listener and the embedded LLM (0: leave them alone)
+SWITCH_INTERVAL_S = 0.001  # CPython's default, 5 ms, is how long a step's torch op may wait for the GIL
+
+
+def deprioritize(pids: Iterable[int], nice: int) -> None:
+    """Lower the CPU priority of the back-end processes (Listener, embedded LLM). On a small machine
+    they compete with the frame loop for the same cores; a late Whisper decode costs a little
+    latency, a late frame costs every session an audible gap. Every thread is reniced: on Linux a
+    niceness belongs to a thread, and the workers (Whisper's decodes, llama.cpp's compute threads)
+    were started before this runs (threads started later inherit it from the ones that start them)."""
+    import psutil
+
+    for pid in pids:
+        try:
+            tids = [t.id for t in psutil.Process(pid).threads()]
+        except (psutil.Error, OSError) as e:
+            log.warning("could not lower the priority of process %s: %s", pid, e)
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
+            except ProcessLookupError:  # a thread that ended meanwhile
+                pass
+            except OSError as e:
+                log.warning("could not lower the priority of thread %s of process %s: %s", tid, pid, e)
+
+
+def settle_heap() -> None:
+    """Collect, then move everything alive out of the collector's sight. Call it with the models
+    loaded and no session running: what is alive then lives as long as the process (or the run), and
+    a full collection no longer walks it in the middle of a frame."""
+    gc.collect()
+    gc.freeze()
+
+
+def favour_the_frame_loop(pids: Iterable[int], nice: int = BACKEND_NICE) -> None:
+    """Everything this process can do for its frame loop: the back-end processes `pids` reniced, the
+    heap settled, the GIL handed back sooner."""
+    if nice:
+        deprioritize(pids, nice)
+    settle_heap()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
+def renice_on_restart(nice: int, pid_of: Callable[[str], int | None], parts: set[str]) -> Callable[[dict], None]:
+    """A supervisor subscriber: a restarted back-end part yields to the frame loop as the first did."""
+
+    def renice(event: dict) -> None:
+        if nice and event.get("action") == "restarted" and event.get("part") in parts:
+            pid = pid_of(event["part"])
+            if pid:
+                deprioritize([pid], nice)
+    return renice
+
+
+class GcWatch:
+    """How long the garbage collector stops the process (every thread, the frame loop included):
+    per generation the count and the longest pause, and the total since it started."""
+
+    def __init__(self) -> None:
+        self.max_ms = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self.total_ms = 0.0
+        self._t0 = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            ms = (time.perf_counter() - self._t0) * 1e3
+            g = info.get("generation", 2)
+            self.count[g] += 1
+            self.max_ms[g] = max(self.max_ms[g], ms)
+            self.total_ms += ms
+
+    def close(self) -> None:
+        if self._cb in gc.callbacks:
+            gc.callbacks.remove(self._cb)
+
+
+def runqueue_wait_ns() -> int | None:
+    """Nanoseconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+Snapshot = tuple[float, Optional[int], int]
+
+
+class FrameWatch:
+    """Where a frame's time went, kept only for one that missed: the collector's pauses (on any
+    thread: each stops them all), this thread's own CPU time (the step's work), its wait for a CPU
+    (the cores were busy elsewhere), and the rest, blocked (on the GIL, a lock, or asleep)."""
+
+    def mark(self) -> Snapshot:
+        return _process_gc().total_ms, runqueue_wait_ns(), time.thread_time_ns()
+
+    @staticmethod
+    def between(a: Snapshot, b: Snapshot, wall_ms: float) -> dict[str, float]:
+        """Where the `wall_ms` from mark `a` to mark `b` went (ms)."""
+        cpu = (b[2] - a[2]) / 1e6
+        out = {"wall_ms": round(wall_ms, 1), "gc_ms": round(b[0] - a[0], 1), "cpu_ms": round(cpu, 1)}
+        wait = (b[1] - a[1]) / 1e6 if a[1] is not None and b[1] is not None else 0.0
+        if a[1] is not None and b[1] is not None:
+            out["cpu_wait_ms"] = round(wait, 1)
+        out["blocked_ms"] = round(max(0.0, wall_ms - cpu - wait), 1)
+        return out
+
+
+_GC: GcWatch | None = None
+
+
+def _process_gc() -> GcWatch:
+    """One watch of the collector for the whole process, however many sessions read it."""
+    global _GC
+    if _GC is None:
+        _GC = GcWatch()
+    return _GC

@@ -1,0 +1,110 @@
+"""The frame loop's guards (realtime.py): a late frame says where its time went, and the stack
+leaves the frame loop the cores, the GIL and a heap the collector does not walk."""
+import gc
+import os
+import sys
+import time
+
+import numpy as np
+import psutil
+
+from fakes import FakeFrontEnd, FakeListener
+from tandem import timeline as tl
+from tandem.audio import FRAME_SAMPLES
+from tandem.realtime import BACKEND_NICE, FrameWatch, settle_heap
+from tandem.session import Session, SessionConfig
+
+
+class StallingFrontEnd(FakeFrontEnd):
+    """A fake front-end whose step at frame `at` stalls in the way given."""
+
+    def __init__(self, at: int, how: str) -> None:
+        super().__init__()
+        self.at, self.how, self.k = at, how, 0
+
+    def step(self, user, oracle_token):
+        if self.k == self.at:
+            if self.how == "sleep":  # blocked: the thread holds no CPU (as when waiting for the GIL)
+                time.sleep(0.15)
+            elif self.how == "spin":  # its own work
+                end = time.thread_time() + 0.15
+                while time.thread_time() < end:
+                    pass
+            elif self.how == "collect":
+                junk = [[i] for i in range(300_000)]  # noqa: F841 - objects for the collector to walk
+                for _ in range(8):  # 300-400 ms here; well over a frame on a CPU several times faster
+                    gc.collect()
+        self.k += 1
+        return super().step(user, oracle_token)
+
+
+async def run_with(fe: FakeFrontEnd, secs: float = 1.2) -> Session:
+    sess = Session(SessionConfig(mode="frontend", frame_vad=False), FakeListener([]), None, front_end=fe)
+    await sess.run(np.zeros((int(secs / 0.08), FRAME_SAMPLES), np.float32))
+    return sess
+
+
+async def test_a_late_frame_says_it_was_blocked_not_busy():
+    sess = await run_with(StallingFrontEnd(5, "sleep"))
+    (miss,) = [e for e in sess.timeline.of_kind(tl.DEADLINE_MISS) if e["frame"] == 5]
+    step = miss["step"]
+    assert step["wall_ms"] >= 140 and step["blocked_ms"] >= 120 and step["cpu_ms"] < 40, miss
+
+
+async def test_a_late_frame_says_it_was_its_own_work():
+    sess = await run_with(StallingFrontEnd(5, "spin"))
+    (miss,) = [e for e in sess.timeline.of_kind(tl.DEADLINE_MISS) if e["frame"] == 5]
+    assert miss["step"]["cpu_ms"] >= 120, miss
+
+
+async def test_a_late_frame_says_the_collector_stopped_it_and_the_next_says_it_started_late():
+    sess = await run_with(StallingFrontEnd(5, "collect"))
+    misses = {e["frame"]: e for e in sess.timeline.of_kind(tl.DEADLINE_MISS)}
+    assert misses[5]["step"]["gc_ms"] > 0.5 * misses[5]["step"]["wall_ms"], misses
+    assert misses[6]["late_ms"] > 80 and misses[6]["step_ms"] < 40, "the stall carried over as lateness"
+
+
+async def test_frames_on_time_leave_no_miss():
+    sess = await run_with(FakeFrontEnd())
+    assert not sess.timeline.of_kind(tl.DEADLINE_MISS)
+
+
+def test_between_splits_wall_time_and_never_goes_negative():
+    a = (10.0, 1_000_000, 5_000_000)
+    b = (30.0, 21_000_000, 15_000_000)
+    got = FrameWatch.between(a, b, 100.0)
+    assert got == {"wall_ms": 100.0, "gc_ms": 20.0, "cpu_ms": 10.0, "cpu_wait_ms": 20.0, "blocked_ms": 70.0}
+    assert FrameWatch.between(a, b, 5.0)["blocked_ms"] == 0.0
+    assert "cpu_wait_ms" not in FrameWatch.between((0.0, None, 0), (0.0, None, 0), 1.0)
+
+
+def test_settle_heap_hides_what_is_alive_from_the_collector():
+    before = gc.get_freeze_count()
+    keep = [[i] for i in range(1000)]
+    settle_heap()
+    assert gc.get_freeze_count() >= before + 1000
+    del keep
+
+
+def test_the_stack_lowers_its_back_end_below_the_frame_loop():
+    from tandem.stack import Stack, StackConfig
+
+    with Stack(StackConfig(need_llm=False, need_tts=False)) as stack:
+        (pid,) = stack.pids()
+        nices = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(pid).threads()}
+        assert nices == {BACKEND_NICE}, "every thread of the Listener, its decode workers included"
+        assert os.getpriority(os.PRIO_PROCESS, 0) < BACKEND_NICE, "the frame loop itself is not lowered"
+        assert sys.getswitchinterval() <= 0.001 + 1e-9
+
+
+def test_misses_are_counted_by_what_mostly_made_them_late():
+    from tandem.metrics import count_causes, miss_cause
+
+    step = {"wall_ms": 100.0, "gc_ms": 60.0, "cpu_ms": 70.0, "cpu_wait_ms": 0.0, "blocked_ms": 30.0}
+    quiet = {"wall_ms": 1.0, "gc_ms": 0.0, "cpu_ms": 1.0, "cpu_wait_ms": 0.0, "blocked_ms": 0.0}
+    assert miss_cause({"late_ms": 1.0, "step_ms": 100.0, "step": step, "before": quiet}) == "gc"
+    waiting = {**step, "gc_ms": 0.0, "cpu_ms": 10.0, "cpu_wait_ms": 80.0, "blocked_ms": 10.0}
+    assert miss_cause({"late_ms": 1.0, "step_ms": 100.0, "step": waiting, "before": quiet}) == "cpu_wait"
+    assert miss_cause({"late_ms": 90.0, "step_ms": 1.0, "step": quiet, "before": waiting}) == "late:cpu_wait"
+    assert count_causes([{"miss_causes": ["gc", "blocked"]}, {"miss_causes": ["gc"]}, {}]) == "gc 2, blocked 1"
+    assert count_causes([{}]) is None
