@@ -9,6 +9,7 @@ that missed its deadline anyway, which of them it was.
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import os
@@ -48,9 +49,20 @@ def deprioritize(pids: Iterable[int], nice: int) -> None:
 def settle_heap() -> None:
     """Collect, then move everything alive out of the collector's sight. Call it with the models
     loaded and no session running: what is alive then lives as long as the process (or the run), and
-    a full collection no longer walks it in the middle of a frame."""
+    a full collection no longer walks it in the middle of a frame. What an earlier call froze is
+    thawed and collected first, so a process that settles between sessions (`tandem bench`) does not
+    keep the cycles of sessions since ended; at exit everything is thawed, so that native objects in
+    cycles are freed (nanobind reports those it finds alive at exit as leaks)."""
+    global _THAW_AT_EXIT
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
+    if not _THAW_AT_EXIT:
+        atexit.register(gc.unfreeze)
+        _THAW_AT_EXIT = True
+
+
+_THAW_AT_EXIT = False
 
 
 def favour_the_frame_loop(pids: Iterable[int], nice: int = BACKEND_NICE) -> None:

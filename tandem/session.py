@@ -420,6 +420,9 @@ class Session:
         out = np.zeros((n + extra + 1, FRAME_SAMPLES), dtype=np.float32)
         silence = np.zeros(FRAME_SAMPLES, dtype=np.float32)
         self._begin()
+        # time 0 is the first frame's start, as a live session's is its first tick: building the
+        # session (a Silero instance, when the pool has none spare) is not its frames' lateness
+        self.clock.start_at(time.perf_counter())
         fast = self.config.pace == "fast"
         k = 0
         try:

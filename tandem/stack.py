@@ -19,7 +19,7 @@ from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
 from .realtime import BACKEND_NICE, favour_the_frame_loop, renice_on_restart
-from .tts import TTS, HibariTTS
+from .tts import TTS, HibariTTS, warm_first_words
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class Stack(contextlib.AbstractContextManager):
             if cfg.need_tts:
                 try:
                     self.tts = HibariTTS()
+                    warm_first_words(self.tts)  # now, not in the first session's frames
                 except Exception as e:  # noqa: BLE001 - any failure to load the voice is the same to a user
                     raise BackendUnavailable(f"the voice (hibari-tts) could not be loaded: {type(e).__name__}: {e}") from e
             # closed first on the way out: parts stopped on purpose are not faults to restart

@@ -162,6 +162,46 @@ def phrase_cache(tts: TTS) -> PhraseCache:
             return PhraseCache()
 
 
+def _cache_of(tts: TTS) -> PhraseCache | None:
+    """The phrase cache of an engine that gives the same audio for the same text (`repeatable`), or
+    None (TANDEM_PHRASE_CACHE=0 turns caching off, to measure what it buys side by side)."""
+    repeatable = bool(getattr(tts, "repeatable", False)) and os.environ.get("TANDEM_PHRASE_CACHE", "1") != "0"
+    return phrase_cache(tts) if repeatable else None
+
+
+def warm_first_words(tts: TTS) -> int:
+    """Voice FIRST_WORDS into the engine's cache now, at start-up; returns how many were voiced. A
+    Voicer otherwise voices them in its thread during the first session, and that synthesis holds the
+    GIL in Python for tens of milliseconds at a time while the frame loop waits (the first bench
+    session's first frame took 200 ms, 168 of them blocked)."""
+    cache = _cache_of(tts)
+    if cache is None:
+        return 0
+    todo = [t for t in FIRST_WORDS if t not in cache]
+    for text in todo:
+        segment_audio(tts, cache, text)
+    return len(todo)
+
+
+def segment_audio(tts: TTS, cache: PhraseCache | None, text: str) -> np.ndarray:
+    """A segment's audio at the output rate, trimmed: from the cache, else synthesized (and cached).
+    A failed synthesis is logged and gives no audio: a bad sentence must not silence the rest."""
+    cached = cache.get(text) if cache is not None and cache.holds(text) else None
+    if cached is not None:
+        return cached
+    try:
+        audio = tts.synthesize(text)
+        if getattr(tts, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
+            audio = resample(audio, tts.sample_rate, SAMPLE_RATE)
+    except Exception as e:  # noqa: BLE001
+        log.error("TTS failed on %r: %s", text[:60], e)
+        return np.zeros(0, np.float32)
+    audio = np.asarray(trim_segment(audio, text), np.float32)
+    if cache is not None:
+        cache.put(text, audio)
+    return audio
+
+
 @dataclass(frozen=True)
 class Cut:
     """A segment whose playback `clear()` stopped part-way: its text and the share of its audio heard."""
@@ -184,8 +224,7 @@ class Voicer:
         self.tts = tts
         # only an engine that gives the same audio for the same text (`repeatable`) is cached
         # (TANDEM_PHRASE_CACHE=0 turns it off, to measure what it buys side by side)
-        repeatable = bool(getattr(tts, "repeatable", False)) and os.environ.get("TANDEM_PHRASE_CACHE", "1") != "0"
-        self.cache: PhraseCache | None = phrase_cache(tts) if repeatable else None
+        self.cache: PhraseCache | None = _cache_of(tts)
         self.cached = 0  # segments played from the cache, in the frame they were asked for
         self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=self.MAX_WAITING + 1)  # + close
         self.dropped = 0  # segments refused because MAX_WAITING were already waiting
@@ -316,23 +355,7 @@ class Voicer:
         return self.cache.get(text) if self.cache is not None and self.cache.holds(text) else None
 
     def _audio_for(self, text: str) -> np.ndarray:
-        """The segment's audio: from the cache, else synthesized (and cached, for a repeatable engine)."""
-        audio = self._cached(text)
-        if audio is None:
-            audio = self._synthesize(text)
-            if self.cache is not None:
-                self.cache.put(text, audio)
-        return audio
-
-    def _synthesize(self, text: str) -> np.ndarray:
-        try:
-            audio = self.tts.synthesize(text)
-            if getattr(self.tts, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
-                audio = resample(audio, self.tts.sample_rate, SAMPLE_RATE)
-        except Exception as e:  # noqa: BLE001 - a bad sentence must not silence the rest
-            log.error("TTS failed on %r: %s", text[:60], e)
-            return np.zeros(0, np.float32)
-        return np.asarray(trim_segment(audio, text), np.float32)
+        return segment_audio(self.tts, self.cache, text)
 
     def close(self) -> None:
         with self._lock:

@@ -108,3 +108,21 @@ def test_misses_are_counted_by_what_mostly_made_them_late():
     assert miss_cause({"late_ms": 90.0, "step_ms": 1.0, "step": quiet, "before": waiting}) == "late:cpu_wait"
     assert count_causes([{"miss_causes": ["gc", "blocked"]}, {"miss_causes": ["gc"]}, {}]) == "gc 2, blocked 1"
     assert count_causes([{}]) is None
+
+
+def test_settling_again_collects_cycles_that_died_since_the_last_settle():
+    class Node:
+        pass
+
+    settle_heap()
+    a = Node()
+    a.me = a  # a cycle: only the collector frees it
+    settle_heap()  # frozen while alive
+    frozen = gc.get_freeze_count()
+    import weakref
+
+    gone = weakref.ref(a)
+    del a
+    settle_heap()
+    assert gone() is None, "the thaw before collecting frees a cycle frozen while it was alive"
+    assert gc.get_freeze_count() < frozen + 10

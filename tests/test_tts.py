@@ -165,3 +165,24 @@ def test_an_engine_that_is_not_repeatable_is_never_cached():
         assert tts.said == ["The", "The"] and v.cached == 0
     finally:
         v.close()
+
+
+def test_first_words_voiced_at_start_up_leave_the_first_voicer_nothing_to_do():
+    from tandem.tts import FIRST_WORDS, warm_first_words
+
+    tts = CountingTTS()
+    assert warm_first_words(tts) == len(FIRST_WORDS)
+    assert warm_first_words(tts) == 0, "a second call finds them cached"
+    v = Voicer(tts)
+    try:
+        assert not v._warm, "the Voicer's thread has no synthesis to do while the first session runs"
+        v.say("The")
+        assert v.pull()[1] == ["The"]
+        assert sorted(tts.said) == sorted(FIRST_WORDS)
+    finally:
+        v.close()
+    assert warm_first_words(FakeUnrepeatable()) == 0, "an engine whose audio varies is not cached"
+
+
+class FakeUnrepeatable(CountingTTS):
+    repeatable = False
