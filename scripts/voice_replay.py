@@ -39,7 +39,7 @@ from tandem.tts import HibariTTS
 
 RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False),
          "no-voice-ahead": DecodeRules(voice_ahead=False), "one-word-ahead": DecodeRules(ahead_words=1),
-         "two-words-ahead": DecodeRules(ahead_words=2)}
+         "two-words-ahead": DecodeRules(ahead_words=2), "repair-after-ahead": DecodeRules(repair_first=False)}
 
 
 def voice_replay(tl: dict, fe: CompactFrontEnd, vad_lag: int | None = None) -> tuple[np.ndarray, list[tuple[int, str]], float | None]:

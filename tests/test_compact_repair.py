@@ -136,3 +136,20 @@ def test_a_long_reply_keeps_only_its_tail_and_still_repairs_the_oracle_it_reads(
     assert len(w.reply) == MAX_REPLY_TOKENS
     feed(w, [START, 10, 20])
     assert w.next_token() == SORRY[0]
+
+
+def test_a_settled_newer_oracle_is_judged_on_what_it_holds_before_the_feed_reaches_it():
+    w = RepairWatch(SORRY)
+    feed(w, [START, 10, 11, 12, 13])  # "It is Vienna."
+    say(w, [10, 11, 12], began=True)
+    w.fed(START, (10, 11, 20, 21))  # "It is Canberra." settled: all of it known, none fed yet
+    assert w.pending and w.next_token() == SORRY[0], "the clash is known at once, not when Canberra is fed"
+    w = RepairWatch(SORRY)
+    feed(w, [START, 10, 11, 12])
+    say(w, [10, 11], began=True)
+    w.fed(START, (10, 11, 12, 13, PAD, END))  # agrees with all that was said and goes on
+    w.fed(10)
+    assert not w.pending and w.repairs == 0
+    w.fed(11)
+    w.fed(12)
+    assert not w.pending, "judged once, on what it held: the watch is over"

@@ -143,6 +143,7 @@ class CompactState:
     # True for pieces that end a clause; None: the voice reads ahead only to the end of a word
     ends_clause: Callable[[int], bool] | None = None
     ahead_words: int = 99  # whole words the voice may be handed ahead of the model
+    repair_first: bool = True  # DecodeRules.repair_first
     # since the user began the turn not yet replied to: an oracle stream (re)started (its start token was
     # fed), and then fed words: an answer is waiting (MAX_TURN_WAIT_FRAMES)
     oracle_started: bool = False
@@ -239,6 +240,7 @@ class DecodeRules:
     repair: bool = True  # `repair.RepairWatch`: "sorry," when a newer oracle contradicts the reply
     voice_ahead: bool = True  # `voice_ahead` to the end of the clause; off: to the end of the copied word
     ahead_words: int = 99  # at most this many whole words ahead of the model
+    repair_first: bool = True  # a settled newer oracle is judged on all it holds, and a due repair is said before any word ahead
 
     def state(self, tokenizer: "CompactTokenizer", encode: Callable[[str], list[int]] | None = None) -> CompactState:
         """A fresh session state; `encode` turns the transcript into user tokens (the tokenizer's by default)."""
@@ -246,6 +248,7 @@ class DecodeRules:
                               tokenizer.encode(REPAIR) if self.repair else None,
                               clause_ends(tokenizer) if self.voice_ahead and self.word_cursor else None)
         st.ahead_words = self.ahead_words
+        st.repair_first = self.repair_first
         return st
 
 
@@ -289,7 +292,7 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         forced = x.forced
         if st.repair is not None:
             st.repair.hears(speaking(x.vad_prob))
-            st.repair.fed(x.oracle)
+            st.repair.fed(x.oracle, x.upcoming if st.repair_first else None)
             # at a word boundary (the word under way is finished first); once begun, a repair is said whole:
             # the cursor must not read "sorry" on as "Dorzain"
             if forced is None and not st.hushed and not speaking(x.vad_prob) and (rest is None or st.repair.under_way):
@@ -301,7 +304,10 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
-        st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled, x.upcoming)
+        if st.repair is not None and st.repair_first and st.repair.pending:
+            st.ahead, st.run, st.voiced = None, None, False  # "sorry," first; the newer answer after it
+        else:
+            st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled, x.upcoming)
         out.append(tok)
     return out
 

@@ -13,11 +13,12 @@ them is the model's own (it was trained to read the newer oracle after them).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 import torch
 
 from ...frontend import BARGE_IN_FRAMES
-from .tokenizer import END, START
+from .tokenizer import END, PAD, START
 
 REPAIR = "sorry,"  # what the teacher says before the newer oracle
 USER_FLOOR_FRAMES = BARGE_IN_FRAMES  # as many frames of the user's speech as stop the voice
@@ -36,8 +37,12 @@ class RepairWatch:
     _user_frames: int = 0  # frames in a row the user has been speaking
     just_repaired: bool = False  # the repair is said and the reply has not gone on yet: no second "sorry,"
 
-    def fed(self, tok: int) -> None:
-        """The oracle token fed this frame."""
+    def fed(self, tok: int, upcoming: tuple[int, ...] | None = None) -> None:
+        """The oracle token fed this frame, and what the oracle holds for the frames after it, when it
+        is known (a settled oracle: `FrameInput.upcoming`). The newer oracle is judged on both: the
+        voice reads a settled answer ahead of the feed (ahead.py), so a repair judged on the feed
+        alone came after the voice had said the newer answer ("It is Vien is Canberra. sorry, It is
+        Canberra.")."""
         if tok == START:
             found = self._reading(self.stream)
             if found is not None and not self.due:
@@ -45,7 +50,13 @@ class RepairWatch:
             self.stream = []
         elif tok > END:
             self.stream.append(tok)
-            self._judge()
+        if tok > END or upcoming:
+            self._judge(list(takewhile(lambda t: t > END or t == PAD, upcoming or ())))
+
+    @property
+    def pending(self) -> bool:
+        """A repair is due and not yet said whole: nothing is read ahead of it."""
+        return bool(self.due)
 
     def no_second_repair(self, logp: torch.Tensor) -> torch.Tensor:
         """`logp` without the repair's first piece right after a repair: the model, which saw the
@@ -107,7 +118,7 @@ class RepairWatch:
                 return p
         return None
 
-    def _judge(self) -> None:
+    def _judge(self, ahead: list[int]) -> None:
         if self.said_from is None:
             return
         said = self.reply[self.said_from:]
@@ -115,7 +126,7 @@ class RepairWatch:
         if any(said[i: i + n] == self.repair_ids for i in range(len(said) - n + 1)):
             self.said_from = None  # the model repaired by itself
             return
-        seen = self.stream
+        seen = self.stream + [t for t in ahead if t > END]
         clash = next((k for k in range(min(len(seen), len(said))) if seen[k] != said[k]), None)
         if clash is not None:
             # the model may have begun the repair itself a frame before the difference showed ("s" of "sorry")
