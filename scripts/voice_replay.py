@@ -34,7 +34,7 @@ from tandem.frontends.compact.decoding import DecodeRules
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
 from tandem.frontends.compact.replay import replay
 from tandem.scoring import Transcriber, Word, find_answer, hear, listening_context, normalize
-from tandem.tts import HibariTTS
+from tandem.tts import HibariTTS, phrase_cache, warm_first_words
 
 
 RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False),
@@ -99,6 +99,10 @@ def main() -> None:
                    for ck, rules, lag in configs]
     runs = []
     for (path_ck, rules, lag), ck in zip(configs, checkpoints):
+        # each configuration from the same voice as a fresh stack's: only the first words cached (a cache
+        # warmed by the configuration before played its short segments a frame sooner)
+        phrase_cache(tts).clear()
+        warm_first_words(tts)
         fe = CompactFrontEnd(path_ck, tts=tts)
         fe.rules = RULES[rules]
         for path in tqdm(args.timelines, desc=f"{Path(path_ck).parent.name} {rules} {lag}"):

@@ -140,6 +140,11 @@ class PhraseCache:
         with self._lock:
             return text in self._audio
 
+    def clear(self) -> None:
+        """Forget every phrase (to compare configurations from the same start)."""
+        with self._lock:
+            self._audio.clear()
+
 
 # What the compact front-end says first in most replies (the bench's timelines: "The" in 64% of
 # them, "Okay," in 14%), and common English openers: voiced once when the first Voicer of an engine

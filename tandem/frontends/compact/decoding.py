@@ -304,10 +304,9 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None
-        if st.repair is not None and st.repair_first and st.repair.pending:
-            st.ahead, st.run, st.voiced = None, None, False  # "sorry," first; the newer answer after it
-        else:
-            st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled, x.upcoming)
+        # with a repair due, "sorry," comes before any whole word ahead (the word under way is finished)
+        hold = st.repair is not None and st.repair_first and st.repair.pending
+        st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled and not hold, None if hold else x.upcoming)
         out.append(tok)
     return out
 
