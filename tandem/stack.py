@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .children import Supervisor
 from .errors import BackendUnavailable
+from .listener.frame_vad import SILERO
 from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
@@ -88,6 +89,7 @@ class Stack(contextlib.AbstractContextManager):
             for part in (self.server, self.listener):
                 if part is not None:
                     self.supervisor.watch(part)
+            SILERO.warm()  # the sessions' voice meters (frame_vad.py): their first inference, not in a frame
             favour_the_frame_loop(self.pids(), cfg.backend_nice)
             self.supervisor.subscribe(renice_on_restart(cfg.backend_nice, self._pid_of,
                                                         {p.name for p in (self.server, self.listener) if p}))

@@ -67,3 +67,13 @@ def test_without_the_meter_the_session_takes_the_listeners_report(spoken_questio
     asyncio.run(sess.run(frames))
     assert sess.meter is None
     assert [u.vad_prob for u in fe.frames][1:] == [0.9] * (len(fe.frames) - 1)
+
+
+def test_a_warmed_pool_holds_a_spare_that_has_run_and_hears_as_a_fresh_one(spoken_question):
+    pool = SileroPool()
+    pool.warm()
+    assert pool.spare == 1
+    frames = frames_of(spoken_question)[:40]
+    warmed = meter_probs(frames, FrameVoiceMeter(pool))
+    assert pool.spare == 0, "the session takes the warmed instance"
+    assert warmed == meter_probs(frames, FrameVoiceMeter(SileroPool())), "the warm-up left nothing in its stream"
