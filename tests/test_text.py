@@ -129,3 +129,20 @@ def test_the_prompt_shows_the_llm_the_current_turn_and_two_exchanges_before_it()
     short = answer_messages([("assistant", "Hello."), ("user", "hi"), ("assistant", "Hey."), ("user", "a"),
                              ("assistant", "b"), ("user", "c")])
     assert short[1] == {"role": "user", "content": "hi"}
+
+
+def test_the_llm_sees_each_reply_as_its_last_self_repair_left_it():
+    from tandem.llm.prompt import as_repaired
+
+    assert as_repaired("It is Neptune. sorry, It is Jupiter.") == "It is Jupiter."
+    assert as_repaired("It play sorry, It was written by William Shakespeare.") == "It was written by William Shakespeare."
+    assert as_repaired("I- sorry, The sorry, The Eiffel Tower is in Paris.") == "The Eiffel Tower is in Paris.", "the last one"
+    assert as_repaired("It is Paris.") == "It is Paris."
+    assert as_repaired("I am sorry to hear that.") == "I am sorry to hear that.", "only a repair, with its comma"
+    assert as_repaired("Sorry,") == "Sorry,", "nothing after it: the reply as said"
+    turns = [("user", "what is the largest planet"), ("assistant", "It is Neptune."), ("assistant", "sorry, It is Jupiter."),
+             ("user", "how many moons does it have")]
+    msgs = answer_messages(turns)
+    assert [m["content"] for m in msgs[1:]] == ["what is the largest planet", "It is Jupiter.", "how many moons does it have"]
+    lines = answer_messages(turns, form="lines")[1]["content"]
+    assert "Neptune" not in lines and "sorry" not in lines

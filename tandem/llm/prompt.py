@@ -14,6 +14,7 @@ sessions in different states); within one form each new turn only appends to the
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 FORMS = ("chat", "lines", "auto")
@@ -46,6 +47,20 @@ KNOWLEDGE_INSTRUCTION = (
 )
 
 
+# A speaker's self-repair: what follows the last one replaces what came before it in the same reply
+# (the compact front-end's "sorry," before a newer oracle, frontends/compact/repair.py)
+_REPAIRED = re.compile(r"^.*\bsorry\s*,\s*", re.IGNORECASE | re.DOTALL)
+
+
+def as_repaired(reply: str) -> str:
+    """An assistant reply as its last self-repair left it: "It is Neptune. sorry, It is Jupiter." is
+    "It is Jupiter.". The history shown to the LLM keeps the answer the user was left with; shown the
+    garbles and repairs themselves, a small LLM copies them into its next answers ("It is sorry, The
+    human leg has 3 legs.", in a loadtest's fourth turn), and they become the next turn's context."""
+    left = _REPAIRED.sub("", reply).strip()
+    return left or reply.strip()
+
+
 def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
                  keep: int = HISTORY_TURNS, asked: str = "") -> list[tuple[str, str]]:
     """The last `keep` turns of the dialogue with the live partial as the user's, consecutive lines of
@@ -61,6 +76,7 @@ def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
             merged[-1] = (role, merged[-1][1] + " " + text.strip())
         else:
             merged.append((role, text.strip()))
+    merged = [(role, as_repaired(text) if role == "assistant" else text) for role, text in merged]
     if asked.strip() and merged and merged[-1][0] == "user":
         merged[-1] = ("user", asked.strip())
     kept = merged[-keep:] if keep > 0 else merged
