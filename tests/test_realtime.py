@@ -79,10 +79,11 @@ def test_between_splits_wall_time_and_never_goes_negative():
 
 
 def test_settle_heap_hides_what_is_alive_from_the_collector():
-    before = gc.get_freeze_count()
     keep = [[i] for i in range(1000)]
+    assert any(o is keep[500] for o in gc.get_objects()), "a new object is in the collector's generations"
     settle_heap()
-    assert gc.get_freeze_count() >= before + 1000
+    assert not any(o is keep[500] for o in gc.get_objects()), "frozen: no collection walks it"
+    assert gc.get_freeze_count() >= 1000
     del keep
 
 
