@@ -1,7 +1,7 @@
 """Figures read off a session timeline: the measures that matter (ARCHITECTURE, 'Measures')."""
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 import numpy as np
@@ -91,8 +91,6 @@ def miss_cause(miss: dict[str, Any]) -> str:
 
 def count_causes(runs: list[dict[str, Any]]) -> str | None:
     """The runs' deadline misses by cause ("gc 1, late:blocked 2"), or None without a miss."""
-    from collections import Counter
-
     n = Counter(c for r in runs for c in r.get("miss_causes", []))
     return ", ".join(f"{c} {k}" for c, k in n.most_common()) or None
 

@@ -148,7 +148,9 @@ class Session:
             self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
         self.meter = FrameVoiceMeter() if config.frame_vad else None
         self._watch = FrameWatch()
-        self._mark_end = self._mark_start = self._watch.mark()  # at the last frame's end, at this one's start
+        # marks (FrameWatch.mark) at the last frame's end and at this one's start, and the end's clock; set by _begin
+        self._mark_end: Snapshot = (0.0, None, 0)
+        self._mark_start: Snapshot = self._mark_end
         self._end_p = 0.0
         # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
         self.vad_prob = 0.0

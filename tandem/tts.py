@@ -188,10 +188,15 @@ def warm_first_words(tts: TTS) -> int:
     return len(todo)
 
 
+def cached_audio(cache: PhraseCache | None, text: str) -> np.ndarray | None:
+    """The audio `cache` holds for `text`, or None."""
+    return cache.get(text) if cache is not None and cache.holds(text) else None
+
+
 def segment_audio(tts: TTS, cache: PhraseCache | None, text: str) -> np.ndarray:
     """A segment's audio at the output rate, trimmed: from the cache, else synthesized (and cached).
     A failed synthesis is logged and gives no audio: a bad sentence must not silence the rest."""
-    cached = cache.get(text) if cache is not None and cache.holds(text) else None
+    cached = cached_audio(cache, text)
     if cached is not None:
         return cached
     try:
@@ -357,7 +362,7 @@ class Voicer:
         return out, started
 
     def _cached(self, text: str) -> np.ndarray | None:
-        return self.cache.get(text) if self.cache is not None and self.cache.holds(text) else None
+        return cached_audio(self.cache, text)
 
     def _audio_for(self, text: str) -> np.ndarray:
         return segment_audio(self.tts, self.cache, text)

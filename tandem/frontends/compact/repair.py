@@ -51,7 +51,8 @@ class RepairWatch:
         elif tok > END:
             self.stream.append(tok)
         if tok > END or upcoming:
-            self._judge(list(takewhile(lambda t: t > END or t == PAD, upcoming or ())))
+            # the words it holds beyond the feed, up to the end of this oracle (PADs between them skipped)
+            self._judge([t for t in takewhile(lambda t: t > END or t == PAD, upcoming or ()) if t > END])
 
     @property
     def pending(self) -> bool:
@@ -126,7 +127,7 @@ class RepairWatch:
         if any(said[i: i + n] == self.repair_ids for i in range(len(said) - n + 1)):
             self.said_from = None  # the model repaired by itself
             return
-        seen = self.stream + [t for t in ahead if t > END]
+        seen = self.stream + ahead
         clash = next((k for k in range(min(len(seen), len(said))) if seen[k] != said[k]), None)
         if clash is not None:
             # the model may have begun the repair itself a frame before the difference showed ("s" of "sorry")
