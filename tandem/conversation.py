@@ -118,6 +118,12 @@ class Conversation:
             self.partial.strip() or self._turn_at is not None)
         return users[:-1] if current_in_turns and users else users
 
+    def user_said(self, chars: int = 300) -> str:
+        """The user's turns so far as one text, the latest `chars` characters: what the Listener's Whisper
+        is told was said before the audio it decodes next."""
+        text = " ".join(t for role, t in self.turns if role == "user" and t.strip())
+        return text[-chars:].split(" ", 1)[-1] if len(text) > chars else text
+
     def standalone_question(self) -> str:
         """The user's current turn as a question that stands on its own: a follow-up fragment ("And in
         Mexico?") rewritten from the question before it (tandem/followup.py); '' when it needs no

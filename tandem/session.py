@@ -235,6 +235,8 @@ class Session:
                     backend.on_final(text)
                 else:
                     self.conv.on_final(text)
+                if text.strip():
+                    self.listener.set_context(self.sid, self.conv.user_said())
         elif kind in ("error", "fatal"):
             self.timeline.add(tl.ERROR, source="listener", error=msg.get("error"))
             log.error("Listener: %s", msg.get("error"))

@@ -114,9 +114,13 @@ class FakeListener:
         self.fed_s = 0.0
         self.callbacks: dict[str, Any] = {}
         self.closed: list[str] = []
+        self.contexts: dict[str, list[str]] = {}  # per stream, every context the session sent
 
     def open(self, sid: str, cb) -> None:
         self.callbacks[sid] = cb
+
+    def set_context(self, sid: str, text: str) -> None:
+        self.contexts.setdefault(sid, []).append(text)
 
     def feed(self, sid: str, frame: np.ndarray) -> None:
         self.fed_s += len(frame) / 24000

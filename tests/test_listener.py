@@ -176,3 +176,41 @@ def test_voice_activity_is_reported_while_whisper_decodes(monkeypatch):
     assert len(progress) >= len(samples) // FRAME_SAMPLES - 1, "every frame's voice activity was reported"
     gaps = [b - a for a, b in zip(progress, progress[1:])]
     assert max(gaps) < 0.3, f"voice activity waited {max(gaps):.2f} s behind a decode"
+
+
+def test_whisper_told_the_earlier_turn_hears_a_follow_up_and_echoes_nothing_over_noise():
+    """Whisper's previous-text prompt: the follow-up's words in the light of the question before, and
+    over a second of hiss, where Whisper told a context repeats it, the context is not what is heard."""
+    from tandem.listener.worker import echoes, transcribe_in_context
+    from tandem.voices import speak
+
+    w = ShortContextWhisper()
+    follow_up = resample(speak("And on a basketball team?", "flite", lead_s=0.3, tail_s=0.3), 24000, 16000)
+    earlier = "How many players are on a soccer team?"
+    heard = transcribe_in_context(w, follow_up, earlier).text.lower()
+    assert "basketball team" in heard, heard
+    hiss = (0.05 * np.random.default_rng(0).standard_normal(16000)).astype(np.float32)
+    told = w.transcribe(hiss, context="What is the capital of Canada?").text
+    assert echoes(told, "What is the capital of Canada?"), "the case the guard is for no longer occurs: recheck it"
+    assert not echoes(transcribe_in_context(w, hiss, "What is the capital of Canada?").text,
+                      "What is the capital of Canada?")
+
+
+def test_a_stream_decodes_with_the_context_its_session_sent(spoken_question):
+    """The context travels to the worker with the stream, and a restarted Listener keeps it."""
+    got: "queue.Queue[dict]" = queue.Queue()
+    with ListenerProcess() as lp:
+        lp.open("s1", got.put)
+        lp.set_context("s1", "Tell me about European capitals.")
+        lp.set_context("nobody", "ignored: no such stream")
+        assert lp._contexts == {"s1": "Tell me about European capitals."}
+        for f in frames_of(spoken_question):
+            lp.feed("s1", f)
+        deadline = time.monotonic() + 30
+        final = None
+        while final is None and time.monotonic() < deadline:
+            ev = got.get(timeout=30)
+            final = ev if ev["kind"] == "final" else None
+        assert final is not None and "capital of france" in final["text"].lower()
+        lp.close("s1")
+        assert lp._contexts == {}

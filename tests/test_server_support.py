@@ -39,6 +39,9 @@ class EnergyListener:
         self.state[sid] = {"t": 0.0, "start": -1.0, "last_voiced": -1.0}
         self.opened += 1
 
+    def set_context(self, sid: str, text: str) -> None:  # noqa: ARG002 - this fake hears no words
+        pass
+
     def feed(self, sid: str, frame: np.ndarray) -> None:
         cb, st = self.callbacks.get(sid), self.state.get(sid)
         if cb is None:

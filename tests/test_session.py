@@ -181,3 +181,18 @@ async def test_finish_reply_goes_on_past_the_input_until_the_reply_is_over():
     assert len(out) / 24000 == pytest.approx(last_loud + Session.REPLY_OVER_FRAMES * 0.08, abs=0.2), \
         "it stops once the reply has been over for a moment, long before the 8 s allowed"
     assert sess.timeline.meta["finished_reply_s"] > 0
+
+
+async def test_each_final_tells_the_listener_what_the_user_said_so_far():
+    """Whisper hears the next turn in the light of the user's earlier ones (listener/worker.py)."""
+    script = QUESTION + [
+        (5.0, {"kind": "vad_start", "audio_s": 4.9}),
+        (6.0, {"kind": "final", "text": "and of Germany?", "audio_start_s": 4.9, "audio_s": 5.8}),
+        (6.5, {"kind": "final", "text": "", "audio_start_s": 6.1, "audio_s": 6.4}),  # a cough: nothing new to tell
+    ]
+    listener = FakeListener(list(script), in_speech_until=1.7)
+    sess = Session(SessionConfig(mode="frontend", pace="fast", frame_vad=False), listener, None,
+                   front_end=FakeFrontEnd())
+    await sess.run(frames(7.0))
+    assert listener.contexts[sess.sid] == ["what is the capital of France",
+                                           "what is the capital of France and of Germany?"]

@@ -1,3 +1,4 @@
+import numpy as np
 from tandem.cascade import SentenceChunker
 from tandem.conversation import Conversation
 from tandem.llm.prompt import answer_messages, oracle_messages
@@ -146,3 +147,34 @@ def test_the_llm_sees_each_reply_as_its_last_self_repair_left_it():
     assert [m["content"] for m in msgs[1:]] == ["what is the largest planet", "It is Jupiter.", "how many moons does it have"]
     lines = answer_messages(turns, form="lines")[1]["content"]
     assert "Neptune" not in lines and "sorry" not in lines
+
+
+def test_a_context_repeated_is_an_echo_and_a_new_turn_is_not():
+    from tandem.listener.worker import echoes, transcribe_in_context
+
+    ctx = "What is the capital of Canada? And of Australia?"
+    assert echoes("what is the capital of canada", ctx)
+    assert echoes("And of Australia?", ctx)
+    assert not echoes("And of Austria?", ctx)
+    assert not echoes("", ctx) and not echoes("Canada", ctx)
+
+    class FakeWhisper:  # hears the context again when told one, else the audio's words
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def transcribe(self, audio, full_context=False, context=""):  # noqa: ANN001, ARG002
+            self.calls.append(context)
+            return type("T", (), {"text": "And of Australia?" if context else "and of a stray lia"})()
+
+    w = FakeWhisper()
+    assert transcribe_in_context(w, np.zeros(10), ctx).text == "and of a stray lia"
+    assert w.calls == [ctx, ""]
+    assert transcribe_in_context(w, np.zeros(10), "").text == "and of a stray lia"
+
+
+def test_the_listener_is_told_the_users_turns_only_and_the_latest_of_them():
+    c = Conversation([("user", "What is the capital of Canada?"), ("assistant", "It is Ottawa."),
+                      ("user", "And of Australia?")])
+    assert c.user_said() == "What is the capital of Canada? And of Australia?"
+    assert c.user_said(chars=25) == "And of Australia?"
+    assert Conversation().user_said() == ""

@@ -44,6 +44,7 @@ class ListenerProcess(ProcessPart):
         self._ctx = mp.get_context("spawn")  # never fork a process that may hold threads or an event loop
         self._callbacks: dict[str, EventCallback] = {}
         self._fed: dict[str, int] = {}  # 24 kHz samples fed per stream: its audio clock, kept across restarts
+        self._contexts: dict[str, str] = {}  # per stream, the user's earlier turns (set_context)
         self._lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._started = False
@@ -118,10 +119,23 @@ class ListenerProcess(ProcessPart):
             log.warning("the Listener is %d messages behind (or down): audio frames are dropped (%d so far)",
                         self.feed_limit, self.dropped_frames)
 
+    def set_context(self, sid: str, text: str) -> None:
+        """What the user said before in this stream (their earlier turns): Whisper hears the next turns
+        in its light."""
+        with self._lock:
+            if sid not in self._fed:
+                return
+            self._contexts[sid] = text
+            try:  # called from the frame loop: never wait on a full queue (it is sent again on a restart)
+                self._inbox.put_nowait(("context", sid, text))
+            except queue.Full:
+                log.info("the Listener's queue is full: stream %s keeps its earlier context for now", sid)
+
     def close(self, sid: str) -> None:
         with self._lock:
             self._callbacks.pop(sid, None)
             self._fed.pop(sid, None)
+            self._contexts.pop(sid, None)
             if self._started:
                 self._put(("close", sid))
 
@@ -165,6 +179,8 @@ class ListenerProcess(ProcessPart):
             old = (self._proc, self._inbox, self._outbox)
             for sid, n in self._fed.items():  # each stream goes on where its audio clock stands
                 inbox.put(("open", sid, n * SAMPLE_RATE // IN_RATE))
+                if self._contexts.get(sid):
+                    inbox.put(("context", sid, self._contexts[sid]))
             self._inbox, self._outbox, self._proc = inbox, outbox, proc
         old_reader, self._reader = self._reader, self._start_reader(outbox)
         old[2].put(None)  # the old reader ends before its queue is closed under it

@@ -19,6 +19,10 @@ SAMPLE_RATE = 16_000
 MAX_CONTEXT_S = 30.0
 
 
+# Whisper's previous-text prompt: the last tokens of the turns before (a follow-up's words are heard
+# in the light of the question it follows: "in a leap year" rather than "in a leap you here")
+CONTEXT_TOKENS = 48
+
 TOKENS_PER_S = 6.0  # fast English speech is about 4 Whisper tokens a second: more is a decoding loop
 TOKENS_SLACK = 10
 
@@ -81,8 +85,15 @@ class ShortContextWhisper:
         self.margin_s = margin_s
         self.max_new_tokens = max_new_tokens
 
-    def transcribe(self, audio: np.ndarray, full_context: bool = False) -> Transcript:
-        """audio: float32 mono at 16 kHz, at most 30 s (longer audio keeps its last 30 s)."""
+    def context_tokens(self, context: str) -> list[int]:
+        """`context` as Whisper's previous-text prompt (<|startofprev|> and its last tokens), or nothing."""
+        if not context.strip():
+            return []
+        return [self.tokenizer.sot_prev] + self.tokenizer.encode(" " + context.strip())[-CONTEXT_TOKENS:]
+
+    def transcribe(self, audio: np.ndarray, full_context: bool = False, context: str = "") -> Transcript:
+        """audio: float32 mono at 16 kHz, at most 30 s (longer audio keeps its last 30 s). `context`: what
+        was said before this audio (the user's earlier turns), which Whisper reads as the text preceding it."""
         import ctranslate2
 
         t0 = time.perf_counter()
@@ -94,7 +105,8 @@ class ShortContextWhisper:
             feats = np.pad(feats, ((0, 0), (0, n_frames - feats.shape[1])))
         enc = self.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(feats[None])), to_cpu=False)
         budget = token_budget(len(audio) / SAMPLE_RATE, self.max_new_tokens)
-        res = self.model.generate(enc, [self.prompt], beam_size=1, max_length=len(self.prompt) + budget,
+        prompt = self.context_tokens(context) + self.prompt
+        res = self.model.generate(enc, [prompt], beam_size=1, max_length=len(prompt) + budget,
                                   suppress_blank=True, suppress_tokens=self.suppress, return_no_speech_prob=True,
                                   repetition_penalty=1.1, no_repeat_ngram_size=4)[0]
         ids = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]

@@ -12,6 +12,7 @@ here carries the stream's audio time, so the session can measure staleness on it
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class _Stream:
     last_partial_end: int = 0
     finals: list[tuple[int, int]] = field(default_factory=list)  # (start, end) awaiting decode
     decoding: bool = False  # a decode of this stream is under way
+    context: str = ""  # the user's earlier turns, read by Whisper as the text before this audio
 
     def slice(self, start: int, end: int) -> np.ndarray:
         return self.audio[max(0, start - self.offset): max(0, end - self.offset)]
@@ -58,7 +60,7 @@ class _Stream:
 
 def run_worker(inbox, outbox, config: ListenerConfig) -> None:
     """Process entry point. inbox: ("open", sid[, start sample at 16 kHz]) | ("audio", sid, float32 24 kHz)
-    | ("close", sid) | ("stop",)."""
+    | ("context", sid, text) | ("close", sid) | ("stop",)."""
     import soxr
 
     from .whisper import ShortContextWhisper
@@ -93,6 +95,9 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             streams[sid] = st
         elif op == "close":
             streams.pop(sid, None)
+        elif op == "context":
+            if sid in streams:
+                streams[sid].context = str(msg[2])
         elif op == "audio":
             st = streams.get(sid)
             if st is None:
@@ -169,6 +174,7 @@ class _Job:
     start: int
     end: int
     audio: np.ndarray  # copied under the lock: the feed thread trims the stream's buffer meanwhile
+    context: str = ""
 
 
 def _next_job(streams: dict[str, _Stream], config: ListenerConfig) -> _Job | None:
@@ -177,7 +183,7 @@ def _next_job(streams: dict[str, _Stream], config: ListenerConfig) -> _Job | Non
         if st.finals:
             start, end = st.finals.pop(0)
             st.decoding = True
-            return _Job(sid, True, start, end, st.slice(start, end).copy())
+            return _Job(sid, True, start, end, st.slice(start, end).copy(), st.context)
     due = [(st.last_partial_end, sid) for sid, st in streams.items() if _partial_due(st, config)]
     if not due:
         return None
@@ -186,19 +192,19 @@ def _next_job(streams: dict[str, _Stream], config: ListenerConfig) -> _Job | Non
     end = st.vad.samples_seen
     st.last_partial_end = end
     st.decoding = True
-    return _Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy())
+    return _Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy(), st.context)
 
 
 def _decode(job: _Job, stt, config: ListenerConfig, emit, lock, streams: dict[str, _Stream]) -> None:  # noqa: ANN001
     """One decode, outside the lock (the feed thread goes on meanwhile)."""
     try:
         if job.final:
-            tr = stt.transcribe(job.audio, full_context=config.full_context_final)
+            tr = transcribe_in_context(stt, job.audio, job.context, full_context=config.full_context_final)
             text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
             emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE, audio_s=job.end / SAMPLE_RATE,
                  decode_ms=round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3))
             return
-        tr = stt.transcribe(job.audio)
+        tr = transcribe_in_context(stt, job.audio, job.context)
         if tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
             emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
                  audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1))
@@ -207,6 +213,27 @@ def _decode(job: _Job, stt, config: ListenerConfig, emit, lock, streams: dict[st
             st = streams.get(job.sid)
             if st is not None:
                 st.decoding = False
+
+
+def _sentences(text: str) -> list[str]:
+    return [" ".join(re.findall(r"[a-z0-9']+", part.lower())) for part in re.split(r"(?<=[.?!])\s+", text)]
+
+
+def echoes(text: str, context: str) -> bool:
+    """Whether `text` is one of the context's own sentences again: what Whisper, told the earlier
+    turns, says over noise or a cough ("What is the capital of Canada?" over a second of hiss)."""
+    said = " ".join(re.findall(r"[a-z0-9']+", text.lower()))
+    return bool(said) and said in _sentences(context)
+
+
+def transcribe_in_context(stt, audio: np.ndarray, context: str, full_context: bool = False):  # noqa: ANN001, ANN201
+    """A decode told the user's earlier turns (a follow-up's words heard in the light of the question
+    before: "in a leap year", not "in a leap you here"); one that only repeats an earlier turn is decoded
+    again without them, so a context is never heard in place of the audio."""
+    if not context.strip():
+        return stt.transcribe(audio, full_context=full_context)
+    tr = stt.transcribe(audio, full_context=full_context, context=context)
+    return stt.transcribe(audio, full_context=full_context) if echoes(tr.text, context) else tr
 
 
 MAX_WORDS_PER_S = 5.0  # people say 2-4; more means Whisper is looping on a fragment
