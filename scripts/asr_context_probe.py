@@ -52,7 +52,7 @@ def main() -> None:
                 audio = resample(speak(turn.say, voice, lead_s=0.3, tail_s=0.3), 24_000, 16_000)
                 plain = stt.transcribe(audio).text
                 if k:
-                    ctx = transcribe_in_context(stt, audio, " ".join(heard)).text
+                    ctx = transcribe_in_context(stt, [(audio, " ".join(heard))])[0].text
                     e0, n = word_errors(turn.say, plain)
                     e1, _ = word_errors(turn.say, ctx)
                     rows.append({"voice": voice, "id": d.id, "said": turn.say, "context": " ".join(heard),
@@ -63,7 +63,7 @@ def main() -> None:
     blanks = {"silence": np.zeros(32_000, np.float32),
               "noise": (0.02 * rng.standard_normal(32_000)).astype(np.float32)}
     invented = {name: {"told": stt.transcribe(a, context="What is the capital of Canada?").text,
-                       "guarded": transcribe_in_context(stt, a, "What is the capital of Canada?").text}
+                       "guarded": transcribe_in_context(stt, [(a, "What is the capital of Canada?")])[0].text}
                 for name, a in blanks.items()}
     summary = {}
     for voice in args.voices.split(",") + ["all"]:

@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
                    help="a request that goes on from the prompt the LLM served last (already evaluated) may go "
                         "before older ones until the oldest has waited this long (0: strict arrival order)")
+    v.add_argument("--listener-batch", type=int, default=4, metavar="N",
+                   help="Whisper decodes of up to N sessions run as one batch (1: one at a time)")
     v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
                    help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
                         "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
@@ -303,6 +305,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
     if args.llm_affinity_wait < 0:
         raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
+    if args.listener_batch < 1:
+        raise TandemError("--listener-batch must be at least 1")
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
@@ -311,7 +315,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         llm_concurrency=args.llm_concurrency or args.llm_parallel, llm_parallel=args.llm_parallel,
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
-        llm_affinity_wait_s=args.llm_affinity_wait,
+        llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))
     return serve(opts)

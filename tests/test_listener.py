@@ -143,10 +143,13 @@ def test_voice_activity_is_reported_while_whisper_decodes(monkeypatch):
         def __init__(self, *a, **k):
             pass
 
-        def transcribe(self, audio, full_context=False):
-            if len(audio) > 8000:
+        def transcribe(self, audio, full_context=False, context=""):
+            return self.transcribe_many([(audio, context)], full_context)[0]
+
+        def transcribe_many(self, items, full_context=False):
+            if any(len(a) > 8000 for a, _ in items):
                 time.sleep(0.6)
-            return whisper.Transcript("what is the tallest mountain", 0.0, 600.0)
+            return [whisper.Transcript("what is the tallest mountain", 0.0, 600.0) for _ in items]
 
     class TimedQueue(queue.Queue):  # when the worker emitted each message
         def put(self, item, *a, **k):
@@ -187,12 +190,12 @@ def test_whisper_told_the_earlier_turn_hears_a_follow_up_and_echoes_nothing_over
     w = ShortContextWhisper()
     follow_up = resample(speak("And on a basketball team?", "flite", lead_s=0.3, tail_s=0.3), 24000, 16000)
     earlier = "How many players are on a soccer team?"
-    heard = transcribe_in_context(w, follow_up, earlier).text.lower()
+    heard = transcribe_in_context(w, [(follow_up, earlier)])[0].text.lower()
     assert "basketball team" in heard, heard
     hiss = (0.05 * np.random.default_rng(0).standard_normal(16000)).astype(np.float32)
     told = w.transcribe(hiss, context="What is the capital of Canada?").text
     assert echoes(told, "What is the capital of Canada?"), "the case the guard is for no longer occurs: recheck it"
-    assert not echoes(transcribe_in_context(w, hiss, "What is the capital of Canada?").text,
+    assert not echoes(transcribe_in_context(w, [(hiss, "What is the capital of Canada?")])[0].text,
                       "What is the capital of Canada?")
 
 
@@ -214,3 +217,66 @@ def test_a_stream_decodes_with_the_context_its_session_sent(spoken_question):
         assert final is not None and "capital of france" in final["text"].lower()
         lp.close("s1")
         assert lp._contexts == {}
+
+
+def test_a_batch_of_decodes_hears_what_each_decode_alone_hears():
+    """Several streams' decodes in one batch (different lengths, contexts and none): the same words."""
+    from tandem.voices import speak
+
+    w = ShortContextWhisper()
+    qs = ["What is the capital of France?", "How many legs does a spider have?", "And of Germany?"]
+    clips = [resample(speak(q, "festival", lead_s=0.3, tail_s=0.2), 24000, 16000) for q in qs]
+    items = [(clips[0], ""), (clips[1], "Tell me about insects."), (clips[2], "What is the capital of France?")]
+    alone = [w.transcribe(a, context=c).text.lower().strip(" .?") for a, c in items]
+    together = w.transcribe_many(items)
+    assert [t.text.lower().strip(" .?") for t in together] == alone
+    assert "capital of france" in alone[0] and "spider" in alone[1] and "germany" in alone[2]
+
+
+def test_streams_talking_at_once_are_decoded_in_batches_one_job_a_stream(monkeypatch):
+    """Two sessions speaking at the same time: their decodes share batches, never two of one stream."""
+    import threading
+    from pathlib import Path
+
+    from tandem.audio import load_input
+    from tandem.listener import whisper, worker
+
+    batches: list[int] = []
+
+    class CountingWhisper:  # a fake: records each batch's size, 0.2 s a batch
+        def __init__(self, *a, **k):
+            pass
+
+        def transcribe(self, audio, full_context=False, context=""):
+            return self.transcribe_many([(audio, context)], full_context)[0]
+
+        def transcribe_many(self, items, full_context=False):
+            if len(items[0][0]) > 8000:
+                batches.append(len(items))
+                time.sleep(0.2)
+            return [whisper.Transcript("what is the tallest mountain", 0.0, 200.0) for _ in items]
+
+    monkeypatch.setattr(whisper, "ShortContextWhisper", CountingWhisper)
+    inbox, outbox = queue.Queue(), queue.Queue()
+    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig()), daemon=True)
+    t.start()
+    assert outbox.get(timeout=10)["kind"] == "ready"
+    samples = load_input(Path(__file__).resolve().parent.parent / "examples" / "question.wav").samples
+    for sid in ("a", "b"):
+        inbox.put(("open", sid))
+    t0 = time.perf_counter()
+    for k in range(len(samples) // FRAME_SAMPLES):
+        while time.perf_counter() < t0 + k * 0.08:
+            time.sleep(0.005)
+        for sid in ("a", "b"):
+            inbox.put(("audio", sid, samples[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]))
+    time.sleep(1.0)
+    inbox.put(("stop",))
+    t.join(timeout=5)
+    msgs = []
+    while not outbox.empty():
+        msgs.append(outbox.get())
+    finals = [m for m in msgs if m.get("kind") == "final"]
+    assert sorted(m["sid"] for m in finals) == ["a", "b"]
+    assert max(batches) == 2 and set(batches) <= {1, 2}, batches
+    assert all(m["batch"] in (1, 2) for m in msgs if m.get("kind") in ("partial", "final"))

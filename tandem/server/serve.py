@@ -15,6 +15,7 @@ from ..errors import TandemError
 from ..oracle import DEFAULT_POLICY
 from ..realtime import BACKEND_NICE, settle_heap
 from ..session import SessionConfig
+from ..listener.worker import ListenerConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
@@ -42,6 +43,7 @@ class ServeOptions:
     knowledge: Path | None = None
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
+    listener_batch: int = ListenerConfig.decode_batch  # Whisper decodes of different sessions run as one batch
     backend_nice: int = BACKEND_NICE  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
@@ -118,7 +120,8 @@ def serve(opts: ServeOptions) -> int:
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
                             backend_nice=opts.backend_nice,
                             need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
-                            knowledge_passages=opts.knowledge_passages)
+                            knowledge_passages=opts.knowledge_passages,
+                            listener=ListenerConfig(decode_batch=opts.listener_batch))
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
         settle_heap()  # again: the voice's client and the server's own objects were made after the stack's
