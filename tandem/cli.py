@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
                    help="a request that goes on from the prompt the LLM served last (already evaluated) may go "
                         "before older ones until the oldest has waited this long (0: strict arrival order)")
-    v.add_argument("--listener-batch", type=int, default=4, metavar="N",
+    v.add_argument("--listener-batch", type=int, default=1, metavar="N",
                    help="Whisper decodes of up to N sessions run as one batch (1: one at a time)")
     v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
                    help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "

@@ -55,6 +55,24 @@ def _normalized(text: str) -> str:
     return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
 
 
+def _rest_after(held: str, reply: str) -> str | None:
+    """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
+    want = "".join(held.split())
+    i = n = 0
+    while n < len(want):
+        if i >= len(reply):
+            return None
+        c = reply[i]
+        i += 1
+        if c.isspace():
+            continue
+        if c != want[n]:
+            return None
+        n += 1
+    rest = reply[i:]
+    return rest.lstrip() if held[-1:].isspace() else rest
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     check_interval_s: float = 0.5
@@ -86,6 +104,11 @@ class SchedulerConfig:
     standalone: bool = True
     # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
     prompt_form: str = DEFAULT_FORM
+    # a newer stream that says what the oracle already holds does not reset it: the oracle stays as it is
+    # while the new reply agrees, and takes only what the new reply adds. Without it a final's stream
+    # cut a right answer from a partial back to the restated opening, the front-end stopped in the
+    # middle of "William" and waited half a second for the same words ("Wil... li am Sh... ak es peare")
+    keep_agreeing_oracle: bool = True
 
 
 @dataclass
@@ -98,6 +121,9 @@ class _Stream:
     emitted: bool = False  # some of its reply got past the role guard
     ended: str = ""  # "", "done", "cancelled", "failed"
     splicer: Splicer | None = None  # set when the stream opens with a restated opening
+    # adopted while the oracle already held text (keep_agreeing_oracle): its reply so far, not yet sent,
+    # for as long as the oracle held begins with it; None once it is the oracle's own
+    quiet: str | None = None
     final: bool = False  # started on the turn's final transcript
 
     @property
@@ -130,6 +156,9 @@ class OracleScheduler:
         self._opening: str | None = None  # the restated opening of the current turn's reply
         self._ttfts: deque[float] = deque(maxlen=5)  # the LLM's time to first token, the last streams
         self._ticker: asyncio.Task | None = None
+        self._held = ""  # the oracle's text as the session holds it, since the last reset
+        self._held_ended = False
+        self._held_earlier_turn = False  # what is held answers an earlier turn: never kept for this one
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
         # the session when its client is shared: `server.shared.SharedLLM`)
@@ -144,6 +173,7 @@ class OracleScheduler:
         and the last reply's opening is not this one's."""
         if text.strip() and not self.conv.hearing:
             self._opening = None
+            self._held_earlier_turn = True
 
     def on_partial(self, text: str) -> None:
         self._note_turn(text)
@@ -330,7 +360,12 @@ class OracleScheduler:
             cut = "role marker" if guard.stopped else "an earlier reply again" if repeat.stopped else None
             self.timeline.add(tl.LLM_DONE, stream=st.sid, text=st.text, **({"cut": cut} if cut else {}))
             if self._adopted == st.sid:
-                self.emit("end", "")
+                if st.quiet is not None:  # the whole reply was within the oracle held
+                    rest = self._agreeing(st, "", end=True)
+                    if rest:
+                        self._send("append", rest)
+                if not self._held_ended:
+                    self._send("end")
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - LLMError, or any provider's failure: the session goes on
@@ -352,12 +387,25 @@ class OracleScheduler:
         replaced_before = sp.replaces
         out = (sp.push(text) if text else "") + (sp.flush() if end else "")
         if out and sp.replaces and not replaced_before and self._adopted == st.sid:
-            self.emit("reset", "")  # the reply could not continue the opening: it replaces it, once
+            if st.quiet is not None:
+                st.quiet = ""  # compared afresh: the reply now begins without the opening
+            else:
+                self._send("reset")  # the reply could not continue the opening: it replaces it, once
             self._opening = None  # and a later stream of this turn must not bring the opening back
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
         if end and not sp.continued:
             return OPENING_FALLBACK
         return out
+
+    def _send(self, kind: str, text: str = "") -> None:
+        """An oracle event to the session, with the text it holds kept in step."""
+        if kind == "reset":
+            self._held, self._held_ended, self._held_earlier_turn = "", False, False
+        elif kind == "append":
+            self._held += text
+        elif kind == "end":
+            self._held_ended = True
+        self.emit(kind, text)
 
     def _pass_on(self, st: _Stream, text: str) -> None:
         """Reply text of a stream: the first adopts the stream (a reply that never gets past the
@@ -367,9 +415,31 @@ class OracleScheduler:
         if not st.emitted:
             st.emitted = True
             self._adopt(st)
-        if self._adopted == st.sid:
-            self.emit("append", text)
-            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=text)
+        if self._adopted != st.sid:
+            return
+        if st.quiet is not None:
+            text = self._agreeing(st, text)
+            if not text:
+                return
+        self._send("append", text)
+        self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=text)
+
+    def _agreeing(self, st: _Stream, text: str, end: bool = False) -> str:
+        """For a stream adopted quietly: what to append of its reply so far (`text` the newest piece).
+        While the oracle held begins with the reply, nothing; once the reply goes beyond it, the rest
+        (after a reset, if the oracle held had ended or says something else)."""
+        reply = (st.quiet or "") + text
+        held, said = "".join(self._held.split()), "".join(reply.split())
+        if held.startswith(said) and not (end and said != held):
+            st.quiet = reply
+            return ""
+        st.quiet = None
+        rest = None if self._held_ended else _rest_after(self._held, reply)
+        if rest is not None:
+            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", agreed=len(self._held))
+            return rest
+        self._send("reset")
+        return reply
 
     def _adopt(self, st: _Stream) -> None:
         if self._adopted is not None and self._adopted > st.sid:
@@ -378,8 +448,12 @@ class OracleScheduler:
             self._cancel(sid, "older than adopted")
         self._adopted = st.sid
         self.stats["adoptions"] += 1
-        self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
-        self.emit("reset", "")
+        if self.config.keep_agreeing_oracle and self._held.strip() and not self._held_earlier_turn:
+            st.quiet = ""  # the oracle held stays until this reply says something else
+            self.timeline.add(tl.LLM_ADOPT, stream=st.sid, quiet=True)
+        else:
+            self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
+            self._send("reset")
         self._settle(st.final)
 
     async def aclose(self) -> None:

@@ -258,7 +258,8 @@ def test_streams_talking_at_once_are_decoded_in_batches_one_job_a_stream(monkeyp
 
     monkeypatch.setattr(whisper, "ShortContextWhisper", CountingWhisper)
     inbox, outbox = queue.Queue(), queue.Queue()
-    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig()), daemon=True)
+    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig(decode_batch=4)),
+                         daemon=True)
     t.start()
     assert outbox.get(timeout=10)["kind"] == "ready"
     samples = load_input(Path(__file__).resolve().parent.parent / "examples" / "question.wav").samples

@@ -162,7 +162,8 @@ async def test_the_previous_reply_said_again_for_a_new_question_never_replaces_t
 async def test_restart_cancels_the_superseded_stream_and_only_the_new_one_speaks():
     slow = FakeLLMBehaviour(tokens=[f" a{i}" for i in range(50)], token_delay_s=0.02)
     with FakeOpenAIServer(slow) as srv:
-        sched, timeline, emitted = make(srv)
+        # both replies say the same: kept quietly by default (tests below); here each one resets
+        sched, timeline, emitted = make(srv, keep_agreeing_oracle=False)
         sched.on_partial("one two")
         sched.check()
         await asyncio.sleep(0.15)
@@ -618,6 +619,68 @@ async def test_the_oracle_is_settled_once_it_answers_the_final_transcript():
         await until(lambda: [k for k, _ in emitted].count("reset") == 2)
         assert not sched.settled and settled() == ["1", ""], "a new turn's stream on a partial unsettles it"
         sched.on_final("and of germany")
-        await until(lambda: [k for k, _ in emitted].count("reset") == 3)
+        await until(lambda: len(settled()) == 3)  # (the same reply again: kept without a reset)
         assert sched.settled and settled() == ["1", "", "1"], "a final that differs: its own stream settles it"
+        await sched.aclose()
+
+
+async def test_a_newer_stream_that_agrees_keeps_the_oracle_and_adds_only_what_is_new():
+    """The final's stream says what the partial's stream was saying, and more: no reset (the front-end
+    would lose the words ahead of it mid-word), only what it adds is appended."""
+    words = ["It", " was", " written", " by", " William", " Shakes", "peare", " in", " 1597."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=words[:6], token_delay_s=0.05)) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("who wrote the play")
+        await until(lambda: "".join(t for k, t in emitted if k == "append").endswith("William"))
+        srv.behaviour.tokens, srv.behaviour.token_delay_s = words, 0.0
+        n = len(emitted)
+        sched.on_final("Who wrote the play Romeo and Juliet?")  # supersedes the partial's stream
+        await until(lambda: not sched.in_flight)
+        later = emitted[n:]
+        assert ("reset", "") not in later, later
+        assert "".join(t for k, t in emitted if k == "append") == "It was written by William Shakespeare in 1597."
+        assert later[-1] == ("end", "")
+        assert any(a.get("quiet") for a in timeline.of_kind(tl.LLM_ADOPT))
+        await sched.aclose()
+
+
+async def test_the_same_reply_again_sends_nothing():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " is", " Jupiter."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the largest planet")
+        await until(lambda: ("end", "") in emitted)
+        n = len(emitted)
+        sched.on_final("What is the largest planet in the solar system?")
+        await until(lambda: not sched.in_flight)
+        assert [k for k, _ in emitted[n:]] == ["settled"]
+        await sched.aclose()
+
+
+async def test_a_newer_stream_that_says_something_else_resets_the_oracle():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " is", " Neptune."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the largest planet")
+        await until(lambda: ("end", "") in emitted)
+        srv.behaviour.tokens = ["It", " is", " Jupiter."]
+        n = len(emitted)
+        sched.on_final("What is the largest planet in the solar system?")
+        await until(lambda: not sched.in_flight)
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        assert later[0] == ("reset", "") and "".join(t for k, t in later if k == "append") == "It is Jupiter."
+        assert later[-1] == ("end", "")
+        await sched.aclose()
+
+
+async def test_an_earlier_turns_oracle_is_never_kept_for_a_new_turn():
+    """Held from the last question, "It is Jupiter." begins as a new reply "It is ..." does: a new turn's
+    stream always resets, or the front-end could say the last answer again."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " is", " Jupiter."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_final("What is the largest planet?")
+        await until(lambda: ("end", "") in emitted)
+        sched.conv.on_assistant("It is Jupiter.")
+        n = len(emitted)
+        sched.on_final("Which planet is the largest again?")
+        await until(lambda: not sched.in_flight)
+        assert [e for e in emitted[n:] if e[0] != "settled"][0] == ("reset", "")
         await sched.aclose()

@@ -36,7 +36,7 @@ class ListenerConfig:
     full_context_final: bool = False
     # decodes of different streams run as one batch, up to this many (1: one at a time): with 4 people
     # talking at once a stream's partial comes about every 0.22 s instead of every 0.37 s
-    decode_batch: int = 4
+    decode_batch: int = 1
 
 
 @dataclass
