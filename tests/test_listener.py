@@ -131,52 +131,21 @@ def test_a_decoding_loop_is_cut_where_the_question_starts_over():
 
 def test_voice_activity_is_reported_while_whisper_decodes(monkeypatch):
     """The front-end takes its turn from the Listener's voice activity: a decode must not hold it up."""
-    import queue
-    import threading
-    import time
-    from pathlib import Path
+    from tandem.listener import worker
 
-    from tandem.audio import FRAME_SAMPLES, load_input
-    from tandem.listener import whisper, worker
-
-    class SlowWhisper:  # a fake: every decode of real speech takes 0.6 s, like a long one under load
-        def __init__(self, *a, **k):
-            pass
-
-        def transcribe(self, audio, full_context=False, context=""):
-            return self.transcribe_many([(audio, context)], full_context)[0]
-
-        def transcribe_many(self, items, full_context=False):
-            if any(len(a) > 8000 for a, _ in items):
-                time.sleep(0.6)
-            return [whisper.Transcript("what is the tallest mountain", 0.0, 600.0) for _ in items]
+    class SlowWhisper(_FakeWhisperDecodes):  # every decode of real speech takes 0.6 s, like a long one under load
+        delay_s = 0.6
+        batches: list[int] = []
 
     class TimedQueue(queue.Queue):  # when the worker emitted each message
         def put(self, item, *a, **k):
             super().put((time.perf_counter(), item), *a, **k)
 
-    monkeypatch.setattr(whisper, "ShortContextWhisper", SlowWhisper)
-    inbox, outbox = queue.Queue(), TimedQueue()
-    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig()), daemon=True)
-    t.start()
-    assert outbox.get(timeout=10)[1]["kind"] == "ready"
-    samples = load_input(Path(__file__).resolve().parent.parent / "examples" / "question.wav").samples
-    inbox.put(("open", "s"))
-    t0 = time.perf_counter()
-    for k in range(len(samples) // FRAME_SAMPLES):
-        while time.perf_counter() < t0 + k * 0.08:
-            time.sleep(0.005)
-        inbox.put(("audio", "s", samples[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]))
-    time.sleep(1.0)
-    inbox.put(("stop",))
-    t.join(timeout=5)
-    msgs = []
-    while not outbox.empty():
-        msgs.append(outbox.get())
+    msgs, n_frames = _worker_hears_question(monkeypatch, SlowWhisper, ["s"], worker.ListenerConfig(), TimedQueue())
     progress = [at for at, m in msgs if m.get("kind") == "progress"]
     partials = [m for _, m in msgs if m.get("kind") == "partial"]
     assert len(partials) >= 2, "decodes ran while the audio came in"
-    assert len(progress) >= len(samples) // FRAME_SAMPLES - 1, "every frame's voice activity was reported"
+    assert len(progress) >= n_frames - 1, "every frame's voice activity was reported"
     gaps = [b - a for a, b in zip(progress, progress[1:])]
     assert max(gaps) < 0.3, f"voice activity waited {max(gaps):.2f} s behind a decode"
 
@@ -235,41 +204,67 @@ def test_a_batch_of_decodes_hears_what_each_decode_alone_hears():
 
 def test_streams_talking_at_once_are_decoded_in_batches_one_job_a_stream(monkeypatch):
     """Two sessions speaking at the same time: their decodes share batches, never two of one stream."""
+    from tandem.listener import worker
+
+    class CountingWhisper(_FakeWhisperDecodes):  # 0.2 s a batch
+        delay_s = 0.2
+        batches: list[int] = []
+
+    msgs, _ = _worker_hears_question(monkeypatch, CountingWhisper, ["a", "b"], worker.ListenerConfig(decode_batch=4),
+                                     queue.Queue())
+    batches = CountingWhisper.batches
+    finals = [m for m in msgs if m.get("kind") == "final"]
+    assert sorted(m["sid"] for m in finals) == ["a", "b"]
+    assert max(batches) == 2 and set(batches) <= {1, 2}, batches
+    assert all(m["batch"] in (1, 2) for m in msgs if m.get("kind") in ("partial", "final"))
+
+
+class _FakeWhisperDecodes:
+    """A fake Whisper for the worker: each batch with real speech in it takes `delay_s`; batch sizes kept."""
+
+    delay_s = 0.6
+    batches: list[int] = []
+
+    def __init__(self, *a, **k):  # noqa: ANN002, ANN003
+        pass
+
+    def transcribe(self, audio, full_context=False, context=""):  # noqa: ANN001
+        return self.transcribe_many([(audio, context)], full_context)[0]
+
+    def transcribe_many(self, items, full_context=False):  # noqa: ANN001, ARG002
+        from tandem.listener import whisper
+
+        if any(len(a) > 8000 for a, _ in items):
+            type(self).batches.append(len(items))
+            time.sleep(self.delay_s)
+        return [whisper.Transcript("what is the tallest mountain", 0.0, self.delay_s * 1e3) for _ in items]
+
+
+def _worker_hears_question(monkeypatch, fake, sids, config, outbox):  # noqa: ANN001
+    """Runs the Listener worker on a thread with `fake` for Whisper, feeds examples/question.wav to every
+    stream of `sids` in real time, stops it a second later; returns what it put in `outbox`, and the
+    number of frames fed."""
     import threading
     from pathlib import Path
 
     from tandem.audio import load_input
     from tandem.listener import whisper, worker
 
-    batches: list[int] = []
-
-    class CountingWhisper:  # a fake: records each batch's size, 0.2 s a batch
-        def __init__(self, *a, **k):
-            pass
-
-        def transcribe(self, audio, full_context=False, context=""):
-            return self.transcribe_many([(audio, context)], full_context)[0]
-
-        def transcribe_many(self, items, full_context=False):
-            if len(items[0][0]) > 8000:
-                batches.append(len(items))
-                time.sleep(0.2)
-            return [whisper.Transcript("what is the tallest mountain", 0.0, 200.0) for _ in items]
-
-    monkeypatch.setattr(whisper, "ShortContextWhisper", CountingWhisper)
-    inbox, outbox = queue.Queue(), queue.Queue()
-    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, worker.ListenerConfig(decode_batch=4)),
-                         daemon=True)
+    monkeypatch.setattr(whisper, "ShortContextWhisper", fake)
+    inbox = queue.Queue()
+    t = threading.Thread(target=worker.run_worker, args=(inbox, outbox, config), daemon=True)
     t.start()
-    assert outbox.get(timeout=10)["kind"] == "ready"
+    first = outbox.get(timeout=10)
+    assert (first[1] if isinstance(first, tuple) else first)["kind"] == "ready"
     samples = load_input(Path(__file__).resolve().parent.parent / "examples" / "question.wav").samples
-    for sid in ("a", "b"):
+    for sid in sids:
         inbox.put(("open", sid))
     t0 = time.perf_counter()
-    for k in range(len(samples) // FRAME_SAMPLES):
+    n = len(samples) // FRAME_SAMPLES
+    for k in range(n):
         while time.perf_counter() < t0 + k * 0.08:
             time.sleep(0.005)
-        for sid in ("a", "b"):
+        for sid in sids:
             inbox.put(("audio", sid, samples[k * FRAME_SAMPLES:(k + 1) * FRAME_SAMPLES]))
     time.sleep(1.0)
     inbox.put(("stop",))
@@ -277,7 +272,4 @@ def test_streams_talking_at_once_are_decoded_in_batches_one_job_a_stream(monkeyp
     msgs = []
     while not outbox.empty():
         msgs.append(outbox.get())
-    finals = [m for m in msgs if m.get("kind") == "final"]
-    assert sorted(m["sid"] for m in finals) == ["a", "b"]
-    assert max(batches) == 2 and set(batches) <= {1, 2}, batches
-    assert all(m["batch"] in (1, 2) for m in msgs if m.get("kind") in ("partial", "final"))
+    return msgs, n
