@@ -273,3 +273,24 @@ def _worker_hears_question(monkeypatch, fake, sids, config, outbox):  # noqa: AN
     while not outbox.empty():
         msgs.append(outbox.get())
     return msgs, n
+
+
+def test_a_paused_stream_is_decoded_first_and_silence_alone_is_not_decoded():
+    from types import SimpleNamespace
+
+    from tandem.listener.worker import ListenerConfig, _next_jobs, _Stream
+
+    def stream(seen, voiced_end, last_partial, silence_s):  # a stream 1 s into its turn, by its VAD's state
+        vad = SimpleNamespace(samples_seen=seen, last_voiced_end=voiced_end, silence_so_far_s=lambda: silence_s)
+        return _Stream(vad, None, audio=np.zeros(seen, np.float32), utt_start=0, last_partial_end=last_partial)
+
+    talking = stream(32000, 32000, 8000, 0.0)  # the most stale
+    paused = stream(32000, 28000, 16000, 0.25)  # quiet for 0.25 s, words since its last partial
+    silent = stream(32000, 15000, 16000, 1.0)  # nothing voiced since its last partial
+    streams = {"talking": talking, "paused": paused, "silent": silent}
+    jobs = _next_jobs(streams, ListenerConfig(decode_batch=1))
+    assert [j.sid for j in jobs] == ["paused"]
+    jobs = _next_jobs(streams, ListenerConfig(decode_batch=4))
+    assert [j.sid for j in jobs] == ["talking"], "the paused one was just taken; the silent one is never due"
+    just_paused = stream(32000, 30400, 28800, 0.1)  # 0.2 s since its last partial, but a pause: due at once
+    assert [j.sid for j in _next_jobs({"p": just_paused}, ListenerConfig())] == ["p"]

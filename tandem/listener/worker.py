@@ -172,8 +172,25 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
         decoder.join(timeout=5)
 
 
+# a stream this long quiet inside its turn has (for now) said its last words: its partial goes first
+PAUSED_S = 0.1
+
+
 def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
-    return st.utt_start is not None and st.vad.samples_seen - st.last_partial_end >= config.partial_hop_s * SAMPLE_RATE
+    """A partial is due after `partial_hop_s` of new audio, or as soon as the user pauses, if any of it
+    was voiced: audio that is only silence since the last partial (the endpoint's 0.4 s, a pause) cannot
+    change the transcript."""
+    if st.utt_start is None or st.vad.last_voiced_end <= st.last_partial_end:
+        return False
+    return (st.vad.samples_seen - st.last_partial_end >= config.partial_hop_s * SAMPLE_RATE
+            or st.vad.silence_so_far_s() >= PAUSED_S)
+
+
+def _partial_order(st: _Stream) -> tuple[bool, int]:
+    """Which due partial first: a stream whose user has just paused (its partial holds the question's
+    last words, what the front-end takes its turn on; with 4 streams and one decode at a time these came
+    0.2-1.6 s late), then the most stale."""
+    return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end)
 
 
 @dataclass
@@ -188,7 +205,7 @@ class _Job:
 
 def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job]:
     """The next decodes (called with the lock held), one per stream, at most `decode_batch`: every
-    stream's final first, then the most stale partials."""
+    stream's final first, then the partials in `_partial_order`."""
     jobs: list[_Job] = []
     for sid, st in streams.items():
         if st.finals and len(jobs) < config.decode_batch:
@@ -196,7 +213,7 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job
             st.decoding = True
             jobs.append(_Job(sid, True, start, end, st.slice(start, end).copy(), st.context))
     taken = {j.sid for j in jobs}
-    due = sorted((st.last_partial_end, sid) for sid, st in streams.items() if sid not in taken and _partial_due(st, config))
+    due = sorted((_partial_order(st), sid) for sid, st in streams.items() if sid not in taken and _partial_due(st, config))
     for _, sid in due[:max(0, config.decode_batch - len(jobs))]:
         st = streams[sid]
         end = st.vad.samples_seen
