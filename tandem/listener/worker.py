@@ -4,9 +4,11 @@ Two threads. The feed thread takes audio as it comes, resamples it and runs the 
 activity (what the front-end takes its turn from) is reported within a frame of the audio arriving,
 never behind a Whisper decode: with one thread a decode of 50-450 ms held every stream's VAD up, and
 the front-end heard the user stop that much later. The decode thread runs Whisper, one decode at a
-time (CTranslate2 releases the GIL while it works): a final transcript always goes before any
-partial, so a final waits at most for one decode already running; partials are re-decoded every
-`partial_hop_s` of new speech, the stream whose partial is most stale first. Every message from
+time (CTranslate2 releases the GIL while it works; `decode_batch` > 1 batches several streams' decodes):
+a final transcript always goes before any partial, so a final waits at most for one decode already
+running; partials are re-decoded every `partial_hop_s` of new speech or as soon as the user pauses, a
+paused stream first, then the most stale, and never over audio that is only silence since the last one.
+Each decode is told the stream's context (the user's earlier turns). Every message from
 here carries the stream's audio time, so the session can measure staleness on its own clock.
 """
 from __future__ import annotations
@@ -34,8 +36,9 @@ class ListenerConfig:
     whisper_threads: int = 2
     whisper_model_dir: str | None = None
     full_context_final: bool = False
-    # decodes of different streams run as one batch, up to this many (1: one at a time): with 4 people
-    # talking at once a stream's partial comes about every 0.22 s instead of every 0.37 s
+    # decodes of different streams run as one batch, up to this many (1: one at a time). Idle, 4 partials
+    # took 223 ms as a batch against 372 ms one by one; on 2 cores busy with 4 sessions it lost (every
+    # stream waits for the whole batch: docs/BENCHMARKS.md, sixth round), so it is for spare cores
     decode_batch: int = 1
 
 
