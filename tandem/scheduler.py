@@ -432,14 +432,18 @@ class OracleScheduler:
         held, said = "".join(self._held.split()), "".join(reply.split())
         if held.startswith(said) and not (end and said != held):
             st.quiet = reply
+            if said == held:
+                self._settle(st.final)  # all the oracle holds is confirmed
             return ""
         st.quiet = None
         rest = None if self._held_ended else _rest_after(self._held, reply)
-        if rest is not None:
+        if rest is None:
+            self._send("reset")
+            rest = reply
+        else:
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", agreed=len(self._held))
-            return rest
-        self._send("reset")
-        return reply
+        self._settle(st.final)
+        return rest
 
     def _adopt(self, st: _Stream) -> None:
         if self._adopted is not None and self._adopted > st.sid:
@@ -451,10 +455,14 @@ class OracleScheduler:
         if self.config.keep_agreeing_oracle and self._held.strip() and not self._held_earlier_turn:
             st.quiet = ""  # the oracle held stays until this reply says something else
             self.timeline.add(tl.LLM_ADOPT, stream=st.sid, quiet=True)
+            if not st.final:
+                self._settle(False)
+            # a final's stream settles the oracle once its reply confirms what is held, or replaces it
+            # (`_agreeing`): what a partial's stream said is not read ahead as the final's answer before
         else:
             self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
             self._send("reset")
-        self._settle(st.final)
+            self._settle(st.final)
 
     async def aclose(self) -> None:
         if self._ticker is not None:

@@ -642,6 +642,7 @@ async def test_a_newer_stream_that_agrees_keeps_the_oracle_and_adds_only_what_is
         assert ("reset", "") not in later, later
         assert "".join(t for k, t in emitted if k == "append") == "It was written by William Shakespeare in 1597."
         assert later[-1] == ("end", "")
+        assert ("settled", "1") in later and sched.settled, "settled once the final's reply confirmed the oracle"
         assert any(a.get("quiet") for a in timeline.of_kind(tl.LLM_ADOPT))
         await sched.aclose()
 
