@@ -98,6 +98,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # the voice handed only the rest of a copied word, the next word waiting for the front-end model (the rule
     # before 2026-12-03's fourth round; frontends/compact/decoding.py, `voice_ahead`)
     "tandem-no-voice-ahead": ("tandem", {"voice_ahead": False}),
+    # the model alone decides its turn until 12 quiet frames have passed, even with the final's answer in the
+    # oracle (the rule before 2026-12-04; frontends/compact/decoding.py, `turn_due`)
+    "tandem-no-settled-turn": ("tandem", {"settled_turn": False}),
 }
 
 

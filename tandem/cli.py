@@ -174,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "before older ones until the oldest has waited this long (0: strict arrival order)")
     v.add_argument("--listener-batch", type=int, default=1, metavar="N",
                    help="Whisper decodes of up to N sessions run as one batch (1: one at a time)")
+    v.add_argument("--decode-every-final", action="store_true",
+                   help="decode each final transcript anew, even when the partial sent as the user paused decoded "
+                        "all of its speech (the rule before 2026-12-04; to measure the reuse)")
     v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
                    help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
                         "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
@@ -316,6 +319,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
+        listener_reuse=not args.decode_every_final,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))
     return serve(opts)
@@ -376,6 +380,9 @@ def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
                    help="decode without completing copied oracle words from the oracle (to measure the cursor)")
     p.add_argument("--no-repair", action="store_true",
                    help='decode without the "sorry," repair when a newer oracle contradicts the reply (to measure it)')
+    p.add_argument("--no-settled-turn", action="store_true",
+                   help="let the model alone decide its turn once the oracle answers the final transcript "
+                        "(the rule before 2026-12-04: overruled only after 12 quiet frames)")
     p.add_argument("--copy-any-oracle", action="store_true",
                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 
@@ -383,7 +390,8 @@ def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
 def _decode_rules(args: argparse.Namespace):  # noqa: ANN202 - DecodeRules, imported late (torch)
     from .frontends.compact.decoding import DecodeRules
 
-    return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair)
+    return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair,
+                       settled_turn=not args.no_settled_turn)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

@@ -238,6 +238,30 @@ def test_a_turn_with_an_answer_waiting_is_taken_when_the_model_lets_the_moment_p
             assert spoke == [], "no answer waiting: silence stays the model's choice"
 
 
+def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops():
+    """Once the oracle answers the final transcript (the Listener ended the turn, the answer is there),
+    a model that lets the moment pass is overruled SETTLED_TURN_WAIT_FRAMES after the voice stopped, not
+    MAX_TURN_WAIT_FRAMES: the cascade would be speaking by then. Settled without an answer fed since the
+    user began (an earlier turn's oracle) takes nothing."""
+    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES, SETTLED_TURN_WAIT_FRAMES, TurnStart
+
+    assert SETTLED_TURN_WAIT_FRAMES < MAX_TURN_WAIT_FRAMES
+    logp = torch.full((16,), -20.0)
+    logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)
+    logp = logp - torch.logsumexp(logp, 0)
+    for waiting, settled, expect in ((True, True, [SETTLED_TURN_WAIT_FRAMES - 1]),
+                                     (True, False, [MAX_TURN_WAIT_FRAMES - 1]), (False, True, [])):
+        ts = TurnStart()
+        ts.choose(logp, vad_prob=0.9)
+        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting, settled=settled)
+                for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
+        assert [i for i, t in enumerate(said) if t > END] == expect, (waiting, settled)
+    ts = TurnStart()
+    ts.choose(logp, vad_prob=0.9)
+    said = [ts.choose(logp, vad_prob=v, answer_waiting=True, settled=True) for v in [0.05, 0.05, 0.9, 0.05, 0.05]]
+    assert not any(t > END for t in said), "the user spoke again inside the wait: it starts from zero"
+
+
 def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waiting():
     """Through the front-end: the user asks, an oracle stream starts and feeds words, the model stays
     silent: the turn is taken at the deadline. An answer's tail fed while nobody asked takes nothing."""

@@ -3,6 +3,7 @@ import queue
 import time
 
 import numpy as np
+import pytest
 
 from tandem.audio import FRAME_SAMPLES, frames_of, resample
 from tandem.listener.process import ListenerProcess
@@ -216,7 +217,7 @@ def test_streams_talking_at_once_are_decoded_in_batches_one_job_a_stream(monkeyp
     finals = [m for m in msgs if m.get("kind") == "final"]
     assert sorted(m["sid"] for m in finals) == ["a", "b"]
     assert max(batches) == 2 and set(batches) <= {1, 2}, batches
-    assert all(m["batch"] in (1, 2) for m in msgs if m.get("kind") in ("partial", "final"))
+    assert all(m["batch"] in (1, 2) for m in msgs if m.get("kind") in ("partial", "final") and not m.get("reused"))
 
 
 class _FakeWhisperDecodes:
@@ -294,3 +295,59 @@ def test_a_paused_stream_is_decoded_first_and_silence_alone_is_not_decoded():
     assert [j.sid for j in jobs] == ["talking"], "the paused one was just taken; the silent one is never due"
     just_paused = stream(32000, 30400, 28800, 0.1)  # 0.2 s since its last partial, but a pause: due at once
     assert [j.sid for j in _next_jobs({"p": just_paused}, ListenerConfig())] == ["p"]
+
+
+class _LengthWhisper(_FakeWhisperDecodes):
+    """Hears each clip as its length, so a transcript tells which audio it came from."""
+
+    delay_s = 0.05
+    decoded: list[int] = []
+
+    def transcribe_many(self, items, full_context=False):  # noqa: ANN001, ARG002
+        from tandem.listener import whisper
+
+        time.sleep(self.delay_s)
+        type(self).decoded += [len(a) for a, _ in items]
+        return [whisper.Transcript(f"heard {len(a)} samples", 0.0, self.delay_s * 1e3) for a, _ in items]
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_final_whose_speech_the_paused_partial_decoded_is_sent_at_the_endpoint_without_a_decode(monkeypatch, reuse):
+    """The partial due as the user paused decoded all of the turn's voiced audio: the final is that
+    transcript, sent when the endpoint comes, with no decode of its own. Off, the final is decoded."""
+    from tandem.listener import worker
+
+    _LengthWhisper.decoded = []
+    msgs, _ = _worker_hears_question(monkeypatch, _LengthWhisper, ["s"], worker.ListenerConfig(reuse_paused_partial=reuse),
+                                     queue.Queue())
+    kinds = [m for m in msgs if m.get("kind") in ("partial", "vad_end", "final")]
+    finals = [m for m in kinds if m["kind"] == "final"]
+    assert len(finals) == 1
+    final, last_partial = finals[0], [m for m in kinds if m["kind"] == "partial"][-1]
+    assert kinds.index(last_partial) < kinds.index(final)
+    if reuse:
+        assert final.get("reused") and final["decode_ms"] == 0.0
+        assert final["text"] == last_partial["text"], "the paused partial's words"
+        assert kinds[kinds.index(final) - 1]["kind"] == "vad_end", "sent with the endpoint"
+        assert len(_LengthWhisper.decoded) == 1 + sum(m["kind"] == "partial" for m in kinds), "warm-up, partials, no final"
+    else:
+        assert not final.get("reused") and final["decode_ms"] > 0
+        assert len(_LengthWhisper.decoded) == 2 + sum(m["kind"] == "partial" for m in kinds)
+
+
+def test_a_final_with_speech_after_the_last_partial_is_decoded():
+    """Voice that came back after the last partial (or a partial from another start) is not the final's
+    words: only a partial covering every voiced sample from the same start stands in for the decode."""
+    from types import SimpleNamespace
+
+    from tandem.listener.whisper import Transcript
+    from tandem.listener.worker import ListenerConfig, _next_jobs, _Stream
+
+    vad = SimpleNamespace(samples_seen=40000, last_voiced_end=30000, silence_so_far_s=lambda: 0.6)
+    heard = Transcript("what is the capital of", 0.0, 90.0)
+    for h, reused in (((0, 32000, heard), True), ((0, 28000, heard), False), ((4000, 32000, heard), False)):
+        st = _Stream(vad, None, audio=np.zeros(40000, np.float32), utt_start=None, last_partial_end=h[1],
+                     finals=[(0, 32400, 30000)], heard=h)
+        jobs = _next_jobs({"s": st}, ListenerConfig())
+        assert len(jobs) == 1 and jobs[0].final and (jobs[0].reuse is heard) == reused, h
+        assert len(jobs[0].audio) == (0 if reused else 32400)

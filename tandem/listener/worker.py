@@ -40,6 +40,10 @@ class ListenerConfig:
     # took 223 ms as a batch against 372 ms one by one; on 2 cores busy with 4 sessions it lost (every
     # stream waits for the whole batch: docs/BENCHMARKS.md, sixth round), so it is for spare cores
     decode_batch: int = 1
+    # a final whose voiced audio a partial already decoded in full (the partial due as the user paused) is
+    # that partial's transcript, sent at the endpoint with no decode of its own: the audio after it is
+    # silence, which cannot change the words. Off: every final decoded anew (to measure it)
+    reuse_paused_partial: bool = True
 
 
 @dataclass
@@ -50,7 +54,8 @@ class _Stream:
     offset: int = 0  # absolute 16 kHz index of audio[0]
     utt_start: int | None = None
     last_partial_end: int = 0
-    finals: list[tuple[int, int]] = field(default_factory=list)  # (start, end) awaiting decode
+    finals: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, last voiced sample) awaiting decode
+    heard: tuple[int, int, object] | None = None  # the last partial sent: (start, end, its Transcript)
     decoding: bool = False  # a decode of this stream is under way
     context: str = ""  # the user's earlier turns, read by Whisper as the text before this audio
 
@@ -115,18 +120,22 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                 if ev.kind == "start":
                     st.utt_start = max(0, ev.sample - int(config.preroll_s * SAMPLE_RATE))
                     st.last_partial_end = ev.sample
+                    st.heard = None
                     emit(sid, "vad_start", audio_s=ev.sample / SAMPLE_RATE)
                 else:
                     emit(sid, "vad_end", audio_s=ev.sample / SAMPLE_RATE, speech_s=ev.speech_s)
                     if st.utt_start is not None and ev.speech_s >= config.vad.min_speech_s:
                         end = min(st.vad.samples_seen, ev.sample + int(config.tail_s * SAMPLE_RATE))
-                        st.finals.append((st.utt_start, end))
+                        st.finals.append((st.utt_start, end, ev.sample))
+                        # sent at once when the paused partial decoded all of it: not after a decode under way
+                        for job in _reused_finals(sid, st, config):
+                            _emit_final(job, job.reuse, emit, batch=0, reused=True)
                     st.utt_start = None
             if st.utt_start is not None and st.vad.samples_seen - st.utt_start > config.max_utterance_s * SAMPLE_RATE:
-                st.finals.append((st.utt_start, st.vad.samples_seen))
+                st.finals.append((st.utt_start, st.vad.samples_seen, st.vad.samples_seen))
                 st.utt_start = st.last_partial_end = st.vad.samples_seen
             keep = min([st.utt_start if st.utt_start is not None else st.vad.samples_seen - int(config.preroll_s * SAMPLE_RATE)]
-                       + [s for s, _ in st.finals])
+                       + [f[0] for f in st.finals])
             st.trim(max(0, keep))
             due = bool(st.finals) or _partial_due(st, config)
             emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=st.vad.chunk_prob(probs),
@@ -155,7 +164,10 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                     with lock:
                         for job in jobs:
                             if job.sid in streams:
-                                streams[job.sid].decoding = False
+                                st = streams[job.sid]
+                                st.decoding = False
+                                if not job.final and job.sent is not None:
+                                    st.heard = (job.start, job.end, job.sent)
 
     decoder = threading.Thread(target=decode_loop, name="listener-decode", daemon=True)
     decoder.start()
@@ -204,6 +216,23 @@ class _Job:
     end: int
     audio: np.ndarray  # copied under the lock: the feed thread trims the stream's buffer meanwhile
     context: str = ""
+    reuse: object | None = None  # a final's transcript already decoded by a partial (`_reusable`): no decode
+    sent: object | None = None  # a partial's Transcript, once decoded and sent
+
+
+def _reused_finals(sid: str, st: _Stream, config: ListenerConfig) -> list[_Job]:
+    """The stream's next finals whose voiced audio the partial sent last decoded in full (from the same
+    start, up to or past the last voiced sample: what is left is the endpoint's silence), taken off its
+    queue as jobs that need no decode."""
+    jobs = []
+    while config.reuse_paused_partial and st.finals and st.heard is not None:
+        start, end, voiced_end = st.finals[0]
+        h_start, h_end, tr = st.heard
+        if h_start != start or h_end < voiced_end:
+            break
+        st.finals.pop(0)
+        jobs.append(_Job(sid, True, start, end, np.zeros(0, np.float32), st.context, reuse=tr))
+    return jobs
 
 
 def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job]:
@@ -211,13 +240,14 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job
     stream's final first, then the partials in `_partial_order`."""
     jobs: list[_Job] = []
     for sid, st in streams.items():
-        if st.finals and len(jobs) < config.decode_batch:
-            start, end = st.finals.pop(0)
+        jobs += _reused_finals(sid, st, config)  # they cost no decode: not counted against the batch
+        if st.finals and sum(j.reuse is None for j in jobs) < config.decode_batch:
+            start, end, _ = st.finals.pop(0)
             st.decoding = True
             jobs.append(_Job(sid, True, start, end, st.slice(start, end).copy(), st.context))
     taken = {j.sid for j in jobs}
     due = sorted((_partial_order(st), sid) for sid, st in streams.items() if sid not in taken and _partial_due(st, config))
-    for _, sid in due[:max(0, config.decode_batch - len(jobs))]:
+    for _, sid in due[:max(0, config.decode_batch - sum(j.reuse is None for j in jobs))]:
         st = streams[sid]
         end = st.vad.samples_seen
         st.last_partial_end = end
@@ -229,6 +259,10 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job
 def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noqa: ANN001
     """One batch of decodes, outside the lock (the feed thread goes on meanwhile). A final asked with
     the whole 30 s context (`full_context_final`) is decoded apart from the partials."""
+    for job in jobs:
+        if job.reuse is not None:  # its partial was still decoding when the endpoint came
+            _emit_final(job, job.reuse, emit, batch=0, reused=True)
+    jobs = [j for j in jobs if j.reuse is None]
     groups = [[j for j in jobs if j.final], [j for j in jobs if not j.final]] if config.full_context_final else [jobs]
     for group in groups:
         if not group:
@@ -236,13 +270,19 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noq
         full = config.full_context_final and group[0].final
         for job, tr in zip(group, transcribe_in_context(stt, [(j.audio, j.context) for j in group], full)):
             if job.final:
-                text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
-                emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE,
-                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1),
-                     no_speech_prob=round(tr.no_speech_prob, 3), batch=len(group))
+                _emit_final(job, tr, emit, batch=len(group))
             elif tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
                 emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
                      audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), batch=len(group))
+                job.sent = tr
+
+
+def _emit_final(job: _Job, tr, emit, batch: int, reused: bool = False) -> None:  # noqa: ANN001
+    """`reused`: the transcript is a partial's that decoded all of this final's speech (decode_ms 0)."""
+    text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
+    emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE, audio_s=job.end / SAMPLE_RATE,
+         decode_ms=0.0 if reused else round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3),
+         batch=batch, **({"reused": True} if reused else {}))
 
 
 def _sentences(text: str) -> list[str]:

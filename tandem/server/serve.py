@@ -44,6 +44,7 @@ class ServeOptions:
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
     listener_batch: int = ListenerConfig.decode_batch  # Whisper decodes of different sessions run as one batch
+    listener_reuse: bool = ListenerConfig.reuse_paused_partial  # a final the paused partial decoded is not decoded again
     backend_nice: int = BACKEND_NICE  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
@@ -121,7 +122,8 @@ def serve(opts: ServeOptions) -> int:
                             backend_nice=opts.backend_nice,
                             need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages,
-                            listener=ListenerConfig(decode_batch=opts.listener_batch))
+                            listener=ListenerConfig(decode_batch=opts.listener_batch,
+                                                    reuse_paused_partial=opts.listener_reuse))
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
         settle_heap()  # again: the voice's client and the server's own objects were made after the stack's

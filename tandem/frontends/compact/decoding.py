@@ -56,6 +56,18 @@ MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of...
 # frames after the user's voice stopped is taken: a safety net for the model that lets the moment pass
 # (a question of the dev dialogues got no reply at all, its oracle "A spider has 8 legs." waiting)
 MAX_TURN_WAIT_FRAMES = 12  # 0.96 s: longer than most pauses inside a turn; the model itself starts 2-3 frames after
+# with the oracle settled (it answers the turn's final transcript: the Listener has ended the turn and the
+# answer is there), the turn is taken this many quiet frames after the voice stopped. The model's own moment
+# comes 2-3 frames after on most turns, but on some utterances (a question ending in a long voiced "have?")
+# it let 0.6 s pass with the answer ready, alone and under load; the cascade speaks once it has the final
+# and its answer, and the tandem reply should not come later than that
+SETTLED_TURN_WAIT_FRAMES = 3
+
+
+def turn_due(answer_waiting: bool, quiet: int, settled: bool) -> bool:
+    """An answer fed since the user began waits, and the model has let the moment pass for long enough:
+    MAX_TURN_WAIT_FRAMES, or SETTLED_TURN_WAIT_FRAMES once the oracle answers the final transcript."""
+    return answer_waiting and quiet >= (SETTLED_TURN_WAIT_FRAMES if settled else MAX_TURN_WAIT_FRAMES)
 
 
 class TurnStart:
@@ -76,9 +88,10 @@ class TurnStart:
         elif self.armed:
             self.quiet += 1
 
-    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False) -> int:
+    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
-        the oracle stream has fed an answer since the last reply (MAX_TURN_WAIT_FRAMES)."""
+        the oracle stream has fed an answer since the last reply; `settled`: that answer is the final
+        transcript's (`turn_due`)."""
         tok = int(torch.argmax(logp))
         if speaking(vad_prob):
             self.armed, self.chance, self.quiet = True, 0.0, 0
@@ -91,7 +104,7 @@ class TurnStart:
         p_speak = 1.0 - float(logp[: END + 1].exp().sum())
         self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
         self.quiet += 1
-        if self.chance < START_CHANCE and not (answer_waiting and self.quiet >= MAX_TURN_WAIT_FRAMES):
+        if self.chance < START_CHANCE and not turn_due(answer_waiting, self.quiet, settled):
             return tok
         self.reset()
         return int(torch.argmax(logp[END + 1:])) + END + 1
@@ -144,6 +157,7 @@ class CompactState:
     ends_clause: Callable[[int], bool] | None = None
     ahead_words: int = 99  # whole words the voice may be handed ahead of the model
     repair_first: bool = True  # DecodeRules.repair_first
+    settled_turn: bool = True  # DecodeRules.settled_turn
     # since the user began the turn not yet replied to: an oracle stream (re)started (its start token was
     # fed), and then fed words: an answer is waiting (MAX_TURN_WAIT_FRAMES)
     oracle_started: bool = False
@@ -196,20 +210,21 @@ class CompactState:
         last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
         return last == tok
 
-    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None) -> int:
+    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None, settled: bool = False) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
         `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
-        silent to see whether it recovers), as if the model had chosen it."""
+        silent to see whether it recovers), as if the model had chosen it. `settled`: the oracle
+        answers the turn's final transcript (`turn_due`)."""
+        settled = settled and self.settled_turn
         if not speaking(vad_prob):
             logp = without_yield(logp)
         if self.hushed and forced is None:
-            if int(torch.argmax(logp)) <= END or (self.answer_waiting
-                                                 and self.turn_start.quiet >= MAX_TURN_WAIT_FRAMES):
+            if int(torch.argmax(logp)) <= END or turn_due(self.answer_waiting, self.turn_start.quiet, settled):
                 self.hushed = False  # it stopped by itself, or the interruption's answer is due
             else:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
                 forced = PAD
-        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting) if forced is None else forced
+        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled) if forced is None else forced
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
@@ -241,6 +256,7 @@ class DecodeRules:
     voice_ahead: bool = True  # `voice_ahead` to the end of the clause; off: to the end of the copied word
     ahead_words: int = 99  # at most this many whole words ahead of the model
     repair_first: bool = True  # a settled newer oracle is judged on all it holds, and a due repair is said before any word ahead
+    settled_turn: bool = True  # a settled answer takes the turn SETTLED_TURN_WAIT_FRAMES after the voice stops (`turn_due`)
 
     def state(self, tokenizer: "CompactTokenizer", encode: Callable[[str], list[int]] | None = None) -> CompactState:
         """A fresh session state; `encode` turns the transcript into user tokens (the tokenizer's by default)."""
@@ -249,6 +265,7 @@ class DecodeRules:
                               clause_ends(tokenizer) if self.voice_ahead and self.word_cursor else None)
         st.ahead_words = self.ahead_words
         st.repair_first = self.repair_first
+        st.settled_turn = self.settled_turn
         return st
 
 
@@ -300,7 +317,7 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = st.repair.no_second_repair(lp)
         if forced is None and rest is not None:
             forced = rest[1]
-        tok = st.decide(lp, x.vad_prob, forced)
+        tok = st.decide(lp, x.vad_prob, forced, x.settled)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         st.cursor = rest[0] if rest is not None and tok == rest[1] else None

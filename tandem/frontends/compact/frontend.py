@@ -185,10 +185,10 @@ class CompactFrontEnd:
     name = "compact"
 
     def __init__(self, checkpoint: str | Path | None = None, tts: TTS | None = None, threads: int = 1,
-                 pool: "CompactPool | None" = None, voice_ahead: bool = True) -> None:
+                 pool: "CompactPool | None" = None, voice_ahead: bool = True, settled_turn: bool = True) -> None:
         self.pool = pool
-        if not voice_ahead:
-            self.rules = DecodeRules(voice_ahead=False)
+        if not (voice_ahead and settled_turn):
+            self.rules = DecodeRules(voice_ahead=voice_ahead, settled_turn=settled_turn)
         if pool is None:
             torch.set_num_threads(threads)
             self.model, self.tokenizer, self.meta = _load(checkpoint)
