@@ -238,28 +238,45 @@ def test_a_turn_with_an_answer_waiting_is_taken_when_the_model_lets_the_moment_p
             assert spoke == [], "no answer waiting: silence stays the model's choice"
 
 
-def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops():
+def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops_with_its_first_word():
     """Once the oracle answers the final transcript (the Listener ended the turn, the answer is there),
     a model that lets the moment pass is overruled SETTLED_TURN_WAIT_FRAMES after the voice stopped, not
-    MAX_TURN_WAIT_FRAMES: the cascade would be speaking by then. Settled without an answer fed since the
-    user began (an earlier turn's oracle) takes nothing."""
+    MAX_TURN_WAIT_FRAMES: the cascade would be speaking by then. The turn begins with the newest stream's
+    first word (`opening`), not the model's likeliest word at a moment it does not want to speak ("sorry,",
+    "Well,"); a settled turn whose stream has not fed its first word yet waits for it. Settled without an
+    answer fed since the user began (an earlier turn's oracle) takes nothing."""
     from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES, SETTLED_TURN_WAIT_FRAMES, TurnStart
 
     assert SETTLED_TURN_WAIT_FRAMES < MAX_TURN_WAIT_FRAMES
     logp = torch.full((16,), -20.0)
-    logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)
+    logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)  # silence likeliest; END + 4 the likeliest word
     logp = logp - torch.logsumexp(logp, 0)
-    for waiting, settled, expect in ((True, True, [SETTLED_TURN_WAIT_FRAMES - 1]),
-                                     (True, False, [MAX_TURN_WAIT_FRAMES - 1]), (False, True, [])):
+    opening = END + 7
+    cases = [  # answer waiting, settled, opening fed from frame, -> (frame spoken, token)
+        (True, True, 0, [(SETTLED_TURN_WAIT_FRAMES - 1, opening)]),
+        (True, True, 6, [(6, opening)]),  # waits for the first word
+        (True, False, 0, [(MAX_TURN_WAIT_FRAMES - 1, opening)]),
+        (True, True, None, [(MAX_TURN_WAIT_FRAMES - 1, END + 4)]),  # no first word at all: the safety net's word
+        (False, True, 0, []),
+    ]
+    for waiting, settled, fed_from, expect in cases:
         ts = TurnStart()
         ts.choose(logp, vad_prob=0.9)
-        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting, settled=settled)
-                for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
-        assert [i for i, t in enumerate(said) if t > END] == expect, (waiting, settled)
+        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting, settled=settled,
+                          opening=opening if fed_from is not None and k >= fed_from else None)
+                for k in range(3 * MAX_TURN_WAIT_FRAMES)]
+        assert [(i, t) for i, t in enumerate(said) if t > END] == expect, (waiting, settled, fed_from)
     ts = TurnStart()
     ts.choose(logp, vad_prob=0.9)
-    said = [ts.choose(logp, vad_prob=v, answer_waiting=True, settled=True) for v in [0.05, 0.05, 0.9, 0.05, 0.05]]
+    said = [ts.choose(logp, vad_prob=v, answer_waiting=True, settled=True, opening=opening)
+            for v in [0.05, 0.05, 0.9, 0.05, 0.05]]
     assert not any(t > END for t in said), "the user spoke again inside the wait: it starts from zero"
+    eager = torch.full((16,), -20.0)
+    eager[PAD], eager[END + 4] = math.log(0.3), math.log(0.7)
+    ts = TurnStart()
+    ts.choose(eager, vad_prob=0.9)
+    assert ts.choose(eager, vad_prob=0.05, answer_waiting=True, settled=True, opening=opening) == END + 4, \
+        "a turn the model takes itself begins with its own word"
 
 
 def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waiting():

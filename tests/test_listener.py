@@ -295,6 +295,12 @@ def test_a_paused_stream_is_decoded_first_and_silence_alone_is_not_decoded():
     assert [j.sid for j in jobs] == ["talking"], "the paused one was just taken; the silent one is never due"
     just_paused = stream(32000, 30400, 28800, 0.1)  # 0.2 s since its last partial, but a pause: due at once
     assert [j.sid for j in _next_jobs({"p": just_paused}, ListenerConfig())] == ["p"]
+    early = stream(480000, 480000, 472000, 0.0)  # 30 s into its session, 0.5 s since its last partial
+    late = stream(32000, 32000, 16000, 0.0)  # connected later: 1 s since its last partial
+    assert [j.sid for j in _next_jobs({"early": early, "late": late}, ListenerConfig())] == ["late"]
+    early2 = stream(480000, 480000, 440000, 0.0)  # 2.5 s since: staler, though later in its own clock
+    assert [j.sid for j in _next_jobs({"late": stream(32000, 32000, 16000, 0.0), "early": early2},
+                                      ListenerConfig())] == ["early"]
 
 
 class _LengthWhisper(_FakeWhisperDecodes):

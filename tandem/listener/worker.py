@@ -204,8 +204,10 @@ def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
 def _partial_order(st: _Stream) -> tuple[bool, int]:
     """Which due partial first: a stream whose user has just paused (its partial holds the question's
     last words, what the front-end takes its turn on; with 4 streams and one decode at a time these came
-    0.2-1.6 s late), then the most stale."""
-    return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end)
+    0.2-1.6 s late), then the most stale: the most audio heard since its last partial. (Each stream
+    counts samples from its own start, so positions of different streams do not compare: ordered by
+    position, a session that connected later went first every time.)"""
+    return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end - st.vad.samples_seen)
 
 
 @dataclass

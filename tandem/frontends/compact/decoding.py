@@ -75,6 +75,7 @@ class TurnStart:
         self.armed = False  # the user has spoken and the model has not replied since
         self.chance = 0.0  # chance that the model would have started since the voice stopped
         self.quiet = 0  # frames since the voice stopped, while armed
+        self.took_opening = False  # this frame's choice overruled the model with the answer's first word
 
     def reset(self) -> None:
         self.armed = False
@@ -88,10 +89,18 @@ class TurnStart:
         elif self.armed:
             self.quiet += 1
 
-    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False) -> int:
+    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False,
+               opening: int | None = None) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
         the oracle stream has fed an answer since the last reply; `settled`: that answer is the final
-        transcript's (`turn_due`)."""
+        transcript's (`turn_due`); `opening`: the first piece the newest oracle stream fed, if any.
+
+        A turn the model takes itself begins with its most likely word. A turn taken for it (`turn_due`)
+        begins with `opening`, as the teacher begins by reading the oracle: at such a moment the model's
+        most likely word is what it would say least unsure of its turn ("Well,", "A", or "sorry," for a
+        new stream after an older one was fed while the user spoke), and a settled turn waits the frame or
+        two for the newest stream's first word rather than say one of those."""
+        self.took_opening = False
         tok = int(torch.argmax(logp))
         if speaking(vad_prob):
             self.armed, self.chance, self.quiet = True, 0.0, 0
@@ -104,9 +113,15 @@ class TurnStart:
         p_speak = 1.0 - float(logp[: END + 1].exp().sum())
         self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
         self.quiet += 1
-        if self.chance < START_CHANCE and not turn_due(answer_waiting, self.quiet, settled):
+        own = self.chance >= START_CHANCE
+        if not own and not turn_due(answer_waiting, self.quiet, settled):
             return tok
+        if not own and opening is None and self.quiet < MAX_TURN_WAIT_FRAMES:
+            return tok  # the newest stream's first word is a frame or two away
         self.reset()
+        if not own and opening is not None:
+            self.took_opening = True
+            return opening
         return int(torch.argmax(logp[END + 1:])) + END + 1
 
 
@@ -210,11 +225,13 @@ class CompactState:
         last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
         return last == tok
 
-    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None, settled: bool = False) -> int:
+    def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None, settled: bool = False,
+               opening: int | None = None) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
         `TurnStart`, then the loop guard. `forced` replaces the decision (evaluation holds a model
         silent to see whether it recovers), as if the model had chosen it. `settled`: the oracle
-        answers the turn's final transcript (`turn_due`)."""
+        answers the turn's final transcript (`turn_due`); `opening`: the newest oracle stream's first piece
+        (`TurnStart.choose`)."""
         settled = settled and self.settled_turn
         if not speaking(vad_prob):
             logp = without_yield(logp)
@@ -224,7 +241,8 @@ class CompactState:
             else:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
                 forced = PAD
-        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled) if forced is None else forced
+        self.turn_start.took_opening = False
+        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening) if forced is None else forced
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
@@ -317,15 +335,33 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = st.repair.no_second_repair(lp)
         if forced is None and rest is not None:
             forced = rest[1]
-        tok = st.decide(lp, x.vad_prob, forced, x.settled)
+        opening = opening_piece(cache, r, st, lp.shape[0]) if st.turn_start.armed and st.answer_waiting else None
+        tok = st.decide(lp, x.vad_prob, forced, x.settled, opening[1] if opening else None)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
-        st.cursor = rest[0] if rest is not None and tok == rest[1] else None
+        if st.turn_start.took_opening and opening is not None:
+            st.cursor = opening[0]  # the word goes on from the oracle, and the voice reads ahead from it
+        else:
+            st.cursor = rest[0] if rest is not None and tok == rest[1] else None
         # with a repair due, "sorry," comes before any whole word ahead (the word under way is finished)
         hold = st.repair is not None and st.repair_first and st.repair.pending
         st.ahead = voice_ahead(cache, r, st, tok, lp.shape[0], x.settled and not hold, None if hold else x.upcoming)
         out.append(tok)
     return out
+
+
+def opening_piece(cache: dict[str, torch.Tensor], r: int, st: CompactState, vocab: int) -> tuple[int, int] | None:
+    """(oracle frame, piece) of the first word the newest oracle stream fed (row `r`, after `model.step`),
+    or None: no stream, its first word not fed yet, or no word cursor to finish it with."""
+    start = int(cache["reset_pos"][r]) if "reset_pos" in cache else -1
+    if start < 0 or st.starts_word is None:
+        return None
+    for frame in range(start + 1, int(cache["pos"][r])):
+        tok = fed_token(cache, r, frame)
+        if tok is None or tok == PAD:
+            continue
+        return (frame, tok) if END < tok < vocab and st.starts_word(tok) else None
+    return None
 
 
 def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:
