@@ -124,7 +124,7 @@ class _Stream:
     # adopted while the oracle already held text (keep_agreeing_oracle): its reply so far, not yet sent,
     # for as long as the oracle held begins with it; None once it is the oracle's own
     quiet: str | None = None
-    final: bool = False  # started on the turn's final transcript
+    final: bool = False  # started on the turn's final transcript, or kept by it (it answers the final)
 
     @property
     def usable(self) -> bool:
@@ -158,7 +158,9 @@ class OracleScheduler:
         self._ticker: asyncio.Task | None = None
         self._held = ""  # the oracle's text as the session holds it, since the last reset
         self._held_ended = False
-        self._held_earlier_turn = False  # what is held answers an earlier turn: never kept for this one
+        # what is held answers an earlier turn, or the reply reading it was dropped by an interruption: the next
+        # stream resets it (a front-end whose reply was dropped waits for a fresh answer, `reply_dropped`)
+        self._held_stale = False
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
         # the session when its client is shared: `server.shared.SharedLLM`)
@@ -173,7 +175,15 @@ class OracleScheduler:
         and the last reply's opening is not this one's."""
         if text.strip() and not self.conv.hearing:
             self._opening = None
-            self._held_earlier_turn = True
+            self._held_stale = True
+
+    def reply_dropped(self) -> None:
+        """The user interrupted the reply and the front-end dropped it: the oracle held is no longer being
+        read, so a newer stream that agrees with it resets it all the same. Adopted quietly, it sent no start
+        token, and a front-end hushed by the interruption heard no answer to take its turn with: a question
+        the user went on with after a pause ("Who wrote the player?" ... "Romeo and Juliet?") was answered
+        2.1 s after its end, when the LLM's last words came."""
+        self._held_stale = True
 
     def on_partial(self, text: str) -> None:
         self._note_turn(text)
@@ -245,6 +255,7 @@ class OracleScheduler:
             self._final_pending = False
             self.stats["kept"] += 1
             self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="final as heard when it started")
+            last.final = True  # it answers the final now: a quiet adoption's later append keeps the oracle settled
             self._settle(last.sid == self._adopted)
             return
         now = self.timeline.clock()
@@ -400,7 +411,7 @@ class OracleScheduler:
     def _send(self, kind: str, text: str = "") -> None:
         """An oracle event to the session, with the text it holds kept in step."""
         if kind == "reset":
-            self._held, self._held_ended, self._held_earlier_turn = "", False, False
+            self._held, self._held_ended, self._held_stale = "", False, False
         elif kind == "append":
             self._held += text
         elif kind == "end":
@@ -452,7 +463,7 @@ class OracleScheduler:
             self._cancel(sid, "older than adopted")
         self._adopted = st.sid
         self.stats["adoptions"] += 1
-        if self.config.keep_agreeing_oracle and self._held.strip() and not self._held_earlier_turn:
+        if self.config.keep_agreeing_oracle and self._held.strip() and not self._held_stale:
             st.quiet = ""  # the oracle held stays until this reply says something else
             self.timeline.add(tl.LLM_ADOPT, stream=st.sid, quiet=True)
             if not st.final:

@@ -679,3 +679,41 @@ async def test_an_earlier_turns_oracle_is_never_kept_for_a_new_turn():
         await until(lambda: not sched.in_flight)
         assert [e for e in emitted[n:] if e[0] != "settled"][0] == ("reset", "")
         await sched.aclose()
+
+
+async def test_a_reply_dropped_by_an_interruption_is_not_kept_for_the_next_stream():
+    """The user went on with the question after a pause in which the front-end began the reply, and the
+    interruption dropped it: the next stream that says the same words resets the oracle, so the front-end
+    gets a fresh start token (its answer to wait for). Without the drop, it is kept quietly."""
+    for dropped in (False, True):
+        with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " was", " written", " by"])) as srv:
+            sched, timeline, emitted = make(srv)
+            sched.on_partial("Who wrote the play")
+            await until(lambda: ("end", "") in emitted)
+            if dropped:
+                sched.reply_dropped()
+            n = len(emitted)
+            sched.on_partial("Who wrote the play Romeo and Juliet?")
+            await until(lambda: sched.stats["starts"] == 2 and not sched.in_flight)
+            later = [k for k, _ in emitted[n:] if k != "settled"]
+            assert (later[:1] == ["reset"]) == dropped, (dropped, later)
+            await sched.aclose()
+
+
+async def test_a_stream_the_final_kept_stays_settled_as_its_reply_goes_on():
+    """The final kept the partial's stream (the same words), adopted quietly over the held oracle: the
+    words it adds later must not unsettle the oracle, or the front-end stops reading the answer ahead."""
+    words = ["It", " was", " written", " by", " William", " Shakespeare."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=words[:4])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("Who wrote the play")
+        await until(lambda: ("end", "") in emitted)
+        srv.behaviour.tokens, srv.behaviour.token_delay_s = words, 0.1
+        sched.on_partial("Who wrote the play Romeo and Juliet?")  # a stream that agrees: adopted quietly
+        await until(lambda: any(a.get("quiet") for a in timeline.of_kind(tl.LLM_ADOPT)))
+        sched.on_final("Who wrote the play Romeo and Juliet?")  # the same words: kept
+        assert timeline.of_kind(tl.LLM_KEEP) and sched.settled
+        await until(lambda: not sched.in_flight)
+        assert "".join(t for k, t in emitted if k == "append").endswith("William Shakespeare.")
+        assert sched.settled, [e for e in emitted if e[0] == "settled"]
+        await sched.aclose()
