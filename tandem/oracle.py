@@ -184,8 +184,15 @@ class OracleStream:
         self.policy: OraclePolicy = policy or KamePolicy()
         self.buf = OracleBuffer()
 
-    def reset(self, frame: int) -> None:
-        self.policy.on_reset(self.buf, self.start_token, frame)
+    def reset(self, frame: int, fresh: bool = False) -> None:
+        """A new oracle begins. `fresh`: its start token is fed at this frame whatever the policy would keep
+        (the reply that was reading the old one was dropped: the front-end needs to hear a new answer begin,
+        even one that repeats the old words)."""
+        if fresh:
+            self.buf.candidate = None
+            KamePolicy.on_reset(self.policy, self.buf, self.start_token, frame)  # type: ignore[arg-type]
+        else:
+            self.policy.on_reset(self.buf, self.start_token, frame)
 
     def append(self, tokens: list[int], frame: int) -> None:
         self.policy.on_append(self.buf, list(tokens), frame)

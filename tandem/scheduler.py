@@ -42,7 +42,7 @@ from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits
 log = logging.getLogger(__name__)
 
 OPENING_FALLBACK = "something I am not sure of, sorry."
-OracleEmit = Callable[[str, str], None]  # ("reset" | "append" | "end", text)
+OracleEmit = Callable[[str, str], None]  # ("reset" | "restart" | "append" | "end" | "settled", text)
 
 
 def _whole_words(text: str) -> int:
@@ -161,6 +161,7 @@ class OracleScheduler:
         # what is held answers an earlier turn, or the reply reading it was dropped by an interruption: the next
         # stream resets it (a front-end whose reply was dropped waits for a fresh answer, `reply_dropped`)
         self._held_stale = False
+        self._restart_due = False  # the next reset feeds the start token again whatever the policy keeps (`reply_dropped`)
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
         # the session when its client is shared: `server.shared.SharedLLM`)
@@ -179,11 +180,14 @@ class OracleScheduler:
 
     def reply_dropped(self) -> None:
         """The user interrupted the reply and the front-end dropped it: the oracle held is no longer being
-        read, so a newer stream that agrees with it resets it all the same. Adopted quietly, it sent no start
-        token, and a front-end hushed by the interruption heard no answer to take its turn with: a question
-        the user went on with after a pause ("Who wrote the player?" ... "Romeo and Juliet?") was answered
-        2.1 s after its end, when the LLM's last words came."""
+        read, so the next stream restarts it, start token and all, even where it says the same words (a
+        "restart": the oracle policy feeds its start token again, `OracleStream.reset(fresh=True)`). Adopted
+        quietly, or reset under the prefix policy, which goes on with an oracle that repeats the one fed,
+        it fed nothing new, and a front-end hushed by the interruption heard no answer to take its turn
+        with: a question the user went on with after a pause ("Who wrote the player?" ... "Romeo and
+        Juliet?") was answered 2.1 s after its end, or not at all."""
         self._held_stale = True
+        self._restart_due = True
 
     def on_partial(self, text: str) -> None:
         self._note_turn(text)
@@ -412,6 +416,8 @@ class OracleScheduler:
         """An oracle event to the session, with the text it holds kept in step."""
         if kind == "reset":
             self._held, self._held_ended, self._held_stale = "", False, False
+            if self._restart_due:
+                kind, self._restart_due = "restart", False
         elif kind == "append":
             self._held += text
         elif kind == "end":

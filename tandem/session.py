@@ -252,10 +252,10 @@ class Session:
                 self.oracle_settled = bool(text)
                 self.timeline.add(tl.ORACLE_SETTLED, settled=self.oracle_settled)
                 continue
-            if kind == "reset":
-                self.oracle.reset(frame)
+            if kind in ("reset", "restart"):
+                self.oracle.reset(frame, fresh=kind == "restart")
                 self._oracle_words.reset()
-                self.timeline.add(tl.ORACLE_RESET)
+                self.timeline.add(tl.ORACLE_RESET, **({"fresh": True} if kind == "restart" else {}))
                 continue
             words = self._oracle_words.push(text) if kind == "append" else self._oracle_words.flush()
             if words:

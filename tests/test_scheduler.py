@@ -696,7 +696,8 @@ async def test_a_reply_dropped_by_an_interruption_is_not_kept_for_the_next_strea
             sched.on_partial("Who wrote the play Romeo and Juliet?")
             await until(lambda: sched.stats["starts"] == 2 and not sched.in_flight)
             later = [k for k, _ in emitted[n:] if k != "settled"]
-            assert (later[:1] == ["reset"]) == dropped, (dropped, later)
+            assert (later[:1] == ["restart"]) == dropped, (dropped, later)
+            assert "reset" not in later, "no plain reset: the agreeing stream is kept, or restarted whole"
             await sched.aclose()
 
 
@@ -717,3 +718,26 @@ async def test_a_stream_the_final_kept_stays_settled_as_its_reply_goes_on():
         assert "".join(t for k, t in emitted if k == "append").endswith("William Shakespeare.")
         assert sched.settled, [e for e in emitted if e[0] == "settled"]
         await sched.aclose()
+
+
+def test_a_fresh_reset_feeds_the_start_token_again_under_every_policy():
+    """After a dropped reply the same words come again: the prefix policy would go on with the oracle it
+    fed (no start token, nothing new), and a hushed front-end would have no answer to take its turn with.
+    A fresh reset feeds the start token at once, then the new oracle's tokens."""
+    from tandem.oracle import POLICIES, OracleStream
+
+    START_ID, PAD_ID = 2, 0
+    for name, policy in POLICIES.items():
+        for fresh in (False, True):
+            o = OracleStream(START_ID, PAD_ID, policy())
+            o.reset(0)
+            o.append([10, 11, 12], 0)
+            fed = [o.token(k) for k in range(6)]
+            assert fed[:4] == [START_ID, 10, 11, 12]
+            o.reset(6, fresh=fresh)
+            o.append([10, 11, 12], 6)
+            again = [o.token(k) for k in range(6, 12)]
+            if fresh or name == "kame" or name == "late-playback":
+                assert again[:4] == [START_ID, 10, 11, 12], (name, fresh, again)
+            else:
+                assert START_ID not in again, (name, again)  # the prefix policy keeps what repeats it
