@@ -218,7 +218,7 @@ class _Job:
     end: int
     audio: np.ndarray  # copied under the lock: the feed thread trims the stream's buffer meanwhile
     context: str = ""
-    reuse: object | None = None  # a final's transcript already decoded by a partial (`_reusable`): no decode
+    reuse: object | None = None  # a final's transcript already decoded by a partial (`_reused_finals`): no decode
     sent: object | None = None  # a partial's Transcript, once decoded and sent
 
 
