@@ -30,6 +30,10 @@ class OraclePolicy(Protocol):
 
     def on_reset(self, buf: OracleBuffer, start_token: int, frame: int) -> None: ...
 
+    def on_restart(self, buf: OracleBuffer, start_token: int, frame: int) -> None:
+        """A new oracle whose start token is fed at `frame` whatever the policy would otherwise keep."""
+        ...
+
     def on_append(self, buf: OracleBuffer, tokens: list[int], frame: int) -> None: ...
 
     def on_end(self, buf: OracleBuffer, frame: int) -> None:
@@ -53,6 +57,10 @@ class KamePolicy:
         buf.tokens = [start_token]
         buf.pinned_frame = frame
         buf.cursor = buf.fed = buf.dropped = 0
+
+    def on_restart(self, buf: OracleBuffer, start_token: int, frame: int) -> None:
+        buf.candidate = None  # a newer oracle the prefix policy was collecting is given up
+        KamePolicy.on_reset(self, buf, start_token, frame)  # KAME's reset, whatever a subclass keeps
 
     def on_append(self, buf: OracleBuffer, tokens: list[int], frame: int) -> None:
         if buf.pinned_frame is None:
@@ -188,11 +196,7 @@ class OracleStream:
         """A new oracle begins. `fresh`: its start token is fed at this frame whatever the policy would keep
         (the reply that was reading the old one was dropped: the front-end needs to hear a new answer begin,
         even one that repeats the old words)."""
-        if fresh:
-            self.buf.candidate = None
-            KamePolicy.on_reset(self.policy, self.buf, self.start_token, frame)  # type: ignore[arg-type]
-        else:
-            self.policy.on_reset(self.buf, self.start_token, frame)
+        (self.policy.on_restart if fresh else self.policy.on_reset)(self.buf, self.start_token, frame)
 
     def append(self, tokens: list[int], frame: int) -> None:
         self.policy.on_append(self.buf, list(tokens), frame)

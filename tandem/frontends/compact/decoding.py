@@ -335,7 +335,9 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
             lp = st.repair.no_second_repair(lp)
         if forced is None and rest is not None:
             forced = rest[1]
-        opening = opening_piece(cache, r, st, lp.shape[0]) if st.turn_start.armed and st.answer_waiting else None
+        # only a turn taken for the model reads it (`TurnStart.choose`), never while the user speaks
+        opening = (opening_piece(cache, r, st, lp.shape[0])
+                   if st.turn_start.armed and st.answer_waiting and not speaking(x.vad_prob) else None)
         tok = st.decide(lp, x.vad_prob, forced, x.settled, opening[1] if opening else None)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
