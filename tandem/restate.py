@@ -161,29 +161,35 @@ def splice(opening: str, question: str, reply: str) -> str | None:
     if len(sentence) > BARE_ANSWER_WORDS and not all(w in sentence for w in about):
         return None  # a sentence about something else ("Portugal is a country in Europe.") answers no opening
     known = set(_norm_words(question)) | set(ow) | _FILLER_WORDS
-    tokens = re.findall(r"[A-Za-z0-9][A-Za-z0-9'.,-]*[A-Za-z0-9]|[A-Za-z0-9]", first)
+    found = list(re.finditer(r"[A-Za-z0-9][A-Za-z0-9'.,-]*[A-Za-z0-9]|[A-Za-z0-9]", first))
+    tokens = [m.group(0) for m in found]
     spans: list[list[tuple[int, str]]] = []
     for i, tok in enumerate(tokens):
         new = any(w not in known for w in _norm_words(tok))
-        if new and spans and spans[-1][-1][0] == i - 1:
+        # a comma ends a span: "the renowned playwright, William Shakespeare" names the answer apart
+        joined = i > 0 and not re.search(r"[,;:]", first[found[i - 1].end(): found[i].start()])
+        if new and spans and spans[-1][-1][0] == i - 1 and joined:
             spans[-1].append((i, tok))
         elif new:
             spans.append([(i, tok)])
     if not spans:
         return None
 
+    def names(span: list[tuple[int, str]]) -> int:
+        return sum(i > 0 and t[0].isupper() and not re.fullmatch(r"I(?:'\w+)?", t) for i, t in span)
+
     def rank(span: list[tuple[int, str]]) -> int:
         words = [w for _, t in span for w in _norm_words(t)]
         if any(w[0].isdigit() or w in NUMBER_WORDS for w in words):
             return 0
-        if any(i > 0 and t[0].isupper() and not re.fullmatch(r"I(?:'\w+)?", t) for i, t in span):
-            return 1
-        return 2
+        return 1 if names(span) else 2
     # an answer after the opening's verb ("The square root of 64 is 8.") is preferred to one before
-    # it ("Paris is the capital of France."): numbers before the verb may restate the question's
+    # it ("Paris is the capital of France."): numbers before the verb may restate the question's. Of
+    # two names, the one of more capitalised words: "the renowned French playwright, William
+    # Shakespeare" answers with the playwright's name, not with "renowned French playwright"
     verb = ow[-1] if ow else ""
     at = max((i for i, t in enumerate(tokens) if t.lower() == verb), default=-1)
-    best = min(spans, key=lambda s: (s[0][0] < at, rank(s), s[0][0]))
+    best = min(spans, key=lambda s: (s[0][0] < at, rank(s), -names(s), s[0][0]))
     if not about and rank(best) > 1:
         return None  # an opening that names nothing ("There are") goes on with a number or a name only
     answer = " ".join(t for _, t in best).rstrip(".,")

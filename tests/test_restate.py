@@ -59,6 +59,17 @@ def test_restate(question, opening):
     ("It has", "How many legs does a spider have?", "A spider has 8 legs. They use them to walk.",
      "It has 8 legs. They use them to walk."),
     ("It is", "What is the capital of Portugal?", "Portugal is a country in Europe.", "It is Europe."),  # as before
+    # SmolLM2's replies to "Who wrote the play Romeo and Juliet?" asked cold, one request at a time and in a
+    # batch: the name is the answer, not the words that describe it ("It was written by renowned French
+    # playwright." before)
+    ("It was written by", "Who wrote the play Romeo and Juliet?",
+     "The play Romeo and Juliet by William Shakespeare was written by the renowned French playwright, William Shakespeare.",
+     "It was written by William Shakespeare."),
+    ("It was written by", "Who wrote the play Romeo and Juliet?",
+     "The play Romeo and Juliet by William Shakespeare was written by the renowned French playwright and poet, "
+     "William Shakespeare.", "It was written by William Shakespeare."),
+    # a comma ends the answer: "not Sydney" is no part of it
+    ("It is", "What is the capital of Australia?", "It's Canberra, not Sydney.", "It is Canberra."),
 ])
 def test_splice(opening, question, reply, spliced):
     assert splice(opening, question, reply) == spliced
