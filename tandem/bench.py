@@ -101,6 +101,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # the model alone decides its turn until 12 quiet frames have passed, even with the final's answer in the
     # oracle (the rule before 2026-12-04; frontends/compact/decoding.py, `turn_due`)
     "tandem-no-settled-turn": ("tandem", {"settled_turn": False}),
+    # the oracle settled by the final transcript only, not by a whole sentence heard as the user paused (the rule
+    # before 2026-12-04's eighth round; scheduler.py, `settle_on_pause`)
+    "tandem-no-settle-on-pause": ("tandem", {"settle_on_pause": False}),
 }
 
 

@@ -74,7 +74,8 @@ class CascadeResponder:
     def _note(self, kind: str, **data) -> None:  # noqa: ANN003 - a provider's event, on the timeline
         self.timeline.add(kind, **data)
 
-    def on_partial(self, text: str) -> None:
+    def on_partial(self, text: str, paused: bool = False) -> None:
+        """`paused`: decoded as the user paused (the scheduler's early settle); the cascade waits for the final."""
         self.conv.on_partial(text)
         self.provider.observe(self.conv.asking(), False, self._note)
         self._heard = text

@@ -174,9 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "before older ones until the oldest has waited this long (0: strict arrival order)")
     v.add_argument("--listener-batch", type=int, default=1, metavar="N",
                    help="Whisper decodes of up to N sessions run as one batch (1: one at a time)")
+    v.add_argument("--listener-lanes", type=int, default=2, metavar="N",
+                   help="Whisper decodes run at once, one of them kept for finals and the partials of users who "
+                        "paused (1: one at a time, the rule before 2026-12-04's eighth round)")
+    v.add_argument("--listener-threads", type=int, default=1, metavar="N", help="threads of each Whisper decode")
     v.add_argument("--decode-every-final", action="store_true",
                    help="decode each final transcript anew, even when the partial sent as the user paused decoded "
                         "all of its speech (the rule before 2026-12-04; to measure the reuse)")
+    v.add_argument("--no-settle-on-pause", action="store_true",
+                   help="wait for the final transcript before the oracle counts as settled, even when the partial "
+                        "sent as the user paused reads as a whole sentence (the rule before 2026-12-04's eighth round)")
     v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
                    help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
                         "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
@@ -308,8 +315,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
     if args.llm_affinity_wait < 0:
         raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
-    if args.listener_batch < 1:
-        raise TandemError("--listener-batch must be at least 1")
+    if min(args.listener_batch, args.listener_lanes, args.listener_threads) < 1:
+        raise TandemError("--listener-batch, --listener-lanes and --listener-threads must be at least 1")
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
@@ -319,7 +326,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
-        listener_reuse=not args.decode_every_final,
+        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads,
+        listener_reuse=not args.decode_every_final, settle_on_pause=not args.no_settle_on_pause,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))
     return serve(opts)

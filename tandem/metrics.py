@@ -99,7 +99,7 @@ def summarize(tl: dict[str, Any]) -> dict[str, Any]:
     ev = tl["events"]
     end = speech_end_s(tl)
     finals = [e for e in ev if e["kind"] == "final"]
-    partials = [e for e in ev if e["kind"] == "partial"]
+    partials = [e for e in ev if e["kind"] == "partial" and not e.get("reused")]  # a pause told again is no decode
     ttft = [e["ttft_s"] for e in ev if e["kind"] == "llm_first_token"]
     first_tts_start = next((e["t"] for e in ev if e["kind"] == "tts_start"), None)
     first_tts_audio = next((e for e in ev if e["kind"] == "tts_audio"), None)

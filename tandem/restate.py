@@ -37,6 +37,11 @@ def _cut_off(text: str) -> bool:
     return not words or words[-1].lower() in _FUNCTION_WORDS
 
 
+def stops_unfinished(text: str) -> bool:
+    """`text` stops where a sentence cannot end: on a word Whisper marked as cut off, or a function word."""
+    return cut_off(text) or _cut_off(re.sub(r"[^\w\s']", " ", text))
+
+
 def _np(text: str) -> str | None:
     """A noun phrase worth saying: two words at least, not cut off after a preposition."""
     return None if len(text.split()) < 2 or _cut_off(text) else text

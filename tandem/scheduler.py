@@ -37,7 +37,7 @@ from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
-from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits
+from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,12 @@ class SchedulerConfig:
     # cut a right answer from a partial back to the restated opening, the front-end stopped in the
     # middle of "William" and waited half a second for the same words ("Wil... li am Sh... ak es peare")
     keep_agreeing_oracle: bool = True
+    # a partial decoded as the user paused, holding all they said, that reads as a whole sentence ("How many
+    # legs does a spider have?") counts as the turn's final: its stream answers it, and the oracle is settled
+    # as soon as it answers it, 0.15-0.4 s before the endpoint's final (which will be the same words, the
+    # Listener's reuse). The front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stopped,
+    # where it would otherwise wait for the final: under load the model let such turns pass until then
+    settle_on_pause: bool = True
 
 
 @dataclass
@@ -149,6 +155,7 @@ class OracleScheduler:
         self._text_at_start = ""
         self._asked_at_start = ""
         self._final_pending = False
+        self._pause_final = False  # the pending final is a paused partial's (`settle_on_pause`)
         # the adopted stream answers the turn's final transcript (kept, or started on it): no newer transcript
         # of this turn will replace its oracle. Sent to the session as an oracle event, in order with the resets
         self.settled = False
@@ -189,14 +196,28 @@ class OracleScheduler:
         self._held_stale = True
         self._restart_due = True
 
-    def on_partial(self, text: str) -> None:
+    def on_partial(self, text: str, paused: bool = False) -> None:
+        """`paused`: the Listener decoded it as the user paused, all their voiced audio so far."""
         self._note_turn(text)
         self.conv.on_partial(text)
         self.provider.observe(self.conv.asking(), False, self._note)
+        if paused and self.config.settle_on_pause and not self.talking() and self._turn_reads_whole():
+            self._final_pending = self._pause_final = True
+            self.check()
+            return
+        if self._pause_final:  # the user went on after the pause: what they paused on is no final
+            self._final_pending = self._pause_final = False
         if self.config.check_on_partial:
             self.check()
 
+    def _turn_reads_whole(self) -> bool:
+        """The user's turn as heard ends as a whole sentence: Whisper's closing punctuation, no word marked
+        cut off ("...of Aust..."), no function word last ("What is the capital of?")."""
+        turn = self.conv.current_user_text().strip()
+        return bool(re.search(r"[?!]$|[^.]\.$", turn)) and not stops_unfinished(turn)
+
     def on_final(self, text: str) -> None:
+        self._pause_final = False
         self._note_turn(text)  # a turn heard only as its final
         self.conv.on_final(text)
         self.provider.observe(self.conv.asking(), True, self._note)
@@ -258,7 +279,8 @@ class OracleScheduler:
                 and text == self._text_at_start and last is not None and last.usable):
             self._final_pending = False
             self.stats["kept"] += 1
-            self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="final as heard when it started")
+            self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="paused partial as heard when it started"
+                              if self._pause_final else "final as heard when it started")
             last.final = True  # it answers the final now: a quiet adoption's later append keeps the oracle settled
             self._settle(last.sid == self._adopted)
             return

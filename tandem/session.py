@@ -225,7 +225,7 @@ class Session:
             if kind == "partial":
                 self._user_text = text
                 if backend is not None:
-                    backend.on_partial(text)
+                    backend.on_partial(text, paused=bool(msg.get("paused")))
                 else:
                     self.conv.on_partial(text)
             else:

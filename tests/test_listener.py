@@ -290,9 +290,10 @@ def test_a_paused_stream_is_decoded_first_and_silence_alone_is_not_decoded():
     silent = stream(32000, 15000, 16000, 1.0)  # nothing voiced since its last partial
     streams = {"talking": talking, "paused": paused, "silent": silent}
     jobs = _next_jobs(streams, ListenerConfig(decode_batch=1))
-    assert [j.sid for j in jobs] == ["paused"]
+    assert [j.sid for j in jobs] == ["paused"] and jobs[0].paused, "and marked as the pause's partial"
     jobs = _next_jobs(streams, ListenerConfig(decode_batch=4))
     assert [j.sid for j in jobs] == ["talking"], "the paused one was just taken; the silent one is never due"
+    assert not jobs[0].paused
     just_paused = stream(32000, 30400, 28800, 0.1)  # 0.2 s since its last partial, but a pause: due at once
     assert [j.sid for j in _next_jobs({"p": just_paused}, ListenerConfig())] == ["p"]
     early = stream(480000, 480000, 472000, 0.0)  # 30 s into its session, 0.5 s since its last partial
@@ -301,6 +302,51 @@ def test_a_paused_stream_is_decoded_first_and_silence_alone_is_not_decoded():
     early2 = stream(480000, 480000, 440000, 0.0)  # 2.5 s since: staler, though later in its own clock
     assert [j.sid for j in _next_jobs({"late": stream(32000, 32000, 16000, 0.0), "early": early2},
                                       ListenerConfig())] == ["early"]
+
+
+def test_the_last_decode_lane_is_kept_for_what_a_user_waits_on():
+    """With the other lanes decoding partials of streams still talking (`hops_free` False), only a final or
+    the partial due as a user pauses is taken; a stream being decoded is never decoded twice at once."""
+    from types import SimpleNamespace
+
+    from tandem.listener.worker import ListenerConfig, _next_jobs, _Stream
+
+    def stream(seen, voiced_end, last_partial, silence_s, **kw):
+        vad = SimpleNamespace(samples_seen=seen, last_voiced_end=voiced_end, silence_so_far_s=lambda: silence_s)
+        return _Stream(vad, None, audio=np.zeros(seen, np.float32), utt_start=0, last_partial_end=last_partial, **kw)
+
+    config = ListenerConfig(decode_batch=4)
+    talking = {"talking": stream(32000, 32000, 8000, 0.0)}
+    assert _next_jobs(talking, config, hops_free=False) == []
+    assert [j.hop for j in _next_jobs(talking, config)] == [True]
+    paused = {"paused": stream(32000, 28000, 16000, 0.25), "talking": stream(32000, 32000, 8000, 0.0)}
+    jobs = _next_jobs(paused, config, hops_free=False)
+    assert [(j.sid, j.paused, j.hop) for j in jobs] == [("paused", True, False)]
+    ended = {"ended": stream(32000, 28000, 30000, 0.5, finals=[(0, 30000, 28000)])}
+    assert [(j.sid, j.final) for j in _next_jobs(ended, config, hops_free=False)] == [("ended", True)]
+    busy = {"busy": stream(32000, 28000, 16000, 0.25, decoding=True, finals=[(0, 30000, 28000)])}
+    assert _next_jobs(busy, config) == [], "its decode under way on another lane goes first"
+
+
+def test_a_pause_after_a_partial_that_heard_all_the_voice_is_told_once_with_that_partial():
+    from types import SimpleNamespace
+
+    from tandem.listener import whisper
+    from tandem.listener.worker import _Stream, _tell_pause
+
+    vad = SimpleNamespace(samples_seen=32000, last_voiced_end=28000, silence_so_far_s=lambda: 0.05)
+    st = _Stream(vad, None, utt_start=0, heard=(0, 28800, whisper.Transcript("How many legs?", 0.0, 80.0)))
+    sent: list[dict] = []
+    emit = lambda sid, kind, **kw: sent.append({"sid": sid, "kind": kind, **kw})  # noqa: E731
+    _tell_pause("s", st, emit)
+    assert sent == [], "not a pause yet"
+    vad.silence_so_far_s = lambda: 0.12
+    _tell_pause("s", st, emit)
+    _tell_pause("s", st, emit)
+    assert [(m["text"], m["paused"], m["reused"]) for m in sent] == [("How many legs?", True, True)], "once"
+    vad.last_voiced_end = 33000  # the user spoke again: this partial no longer holds all of it
+    _tell_pause("s", st, emit)
+    assert len(sent) == 1
 
 
 class _LengthWhisper(_FakeWhisperDecodes):
@@ -331,14 +377,20 @@ def test_a_final_whose_speech_the_paused_partial_decoded_is_sent_at_the_endpoint
     assert len(finals) == 1
     final, last_partial = finals[0], [m for m in kinds if m["kind"] == "partial"][-1]
     assert kinds.index(last_partial) < kinds.index(final)
+    partials = [m for m in kinds if m["kind"] == "partial"]
+    decoded_partials = sum(not m.get("reused") for m in partials)
+    assert last_partial.get("paused"), "the pause's partial says so (the scheduler may settle on it)"
+    assert not any(m.get("paused") for m in partials[:-1])
+    if last_partial.get("reused"):  # the partial before it had decoded all the voice already: sent again
+        assert last_partial["text"] == partials[-2]["text"] and last_partial["decode_ms"] == 0.0
     if reuse:
         assert final.get("reused") and final["decode_ms"] == 0.0
         assert final["text"] == last_partial["text"], "the paused partial's words"
         assert kinds[kinds.index(final) - 1]["kind"] == "vad_end", "sent with the endpoint"
-        assert len(_LengthWhisper.decoded) == 1 + sum(m["kind"] == "partial" for m in kinds), "warm-up, partials, no final"
+        assert len(_LengthWhisper.decoded) == 1 + decoded_partials, "warm-up, partials, no final"
     else:
         assert not final.get("reused") and final["decode_ms"] > 0
-        assert len(_LengthWhisper.decoded) == 2 + sum(m["kind"] == "partial" for m in kinds)
+        assert len(_LengthWhisper.decoded) == 2 + decoded_partials
 
 
 def test_a_final_with_speech_after_the_last_partial_is_decoded():

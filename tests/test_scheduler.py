@@ -626,6 +626,57 @@ async def test_the_oracle_is_settled_once_it_answers_the_final_transcript():
         await sched.aclose()
 
 
+async def test_a_whole_sentence_heard_in_a_pause_settles_the_oracle_before_the_final():
+    """The Listener's partial decoded as the user paused holds all they said; when it reads as a whole
+    sentence its stream answers the turn (the final will be the same words), so the oracle is settled then,
+    not at the endpoint: the front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stops."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        settled = lambda: [t for k, t in emitted if k == "settled"]  # noqa: E731
+        sched.on_partial("how many legs does a spider have?")
+        await until(lambda: any(k == "reset" for k, _ in emitted))
+        assert not sched.settled, "a partial while the user speaks"
+        sched.on_partial("how many legs does a spider have?", paused=True)
+        assert sched.settled and settled() == ["1"], "the pause's partial, the same words: the stream is kept"
+        assert timeline.of_kind(tl.LLM_KEEP)[-1]["reason"] == "paused partial as heard when it started"
+        sched.on_final("how many legs does a spider have?")
+        assert sched.settled and sched.stats["starts"] == 1, "the final changes nothing"
+        await sched.aclose()
+
+
+@pytest.mark.parametrize("text", ["what is the capital of", "what is the capital of?", "what is the capital of Aust..."])
+async def test_a_pause_on_an_unfinished_sentence_settles_nothing(text):
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial(text, paused=True)
+        await until(lambda: any(k == "reset" for k, _ in emitted))
+        assert not sched.settled
+        await sched.aclose()
+
+
+async def test_the_user_going_on_after_the_pause_unsettles_the_oracle():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("what is the capital of france?", paused=True)
+        assert sched.stats["starts"] == 1
+        await until(lambda: sched.settled)
+        sched.on_partial("what is the capital of france? and how many people live there")
+        await until(lambda: not sched.settled)
+        assert sched.stats["starts"] == 2 and timeline.of_kind(tl.LLM_START)[-1]["prompt"].endswith("live there")
+        await sched.aclose()
+
+
+async def test_without_settle_on_pause_the_final_settles():
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, settle_on_pause=False)
+        sched.on_partial("how many legs does a spider have?", paused=True)
+        await until(lambda: any(k == "reset" for k, _ in emitted))
+        assert not sched.settled
+        sched.on_final("how many legs does a spider have?")
+        assert sched.settled
+        await sched.aclose()
+
+
 async def test_a_newer_stream_that_agrees_keeps_the_oracle_and_adds_only_what_is_new():
     """The final's stream says what the partial's stream was saying, and more: no reset (the front-end
     would lose the words ahead of it mid-word), only what it adds is appended."""

@@ -65,8 +65,9 @@ def bundled_model_dir() -> Path:
 
 
 class ShortContextWhisper:
-    def __init__(self, model_dir: str | Path | None = None, threads: int = 2, margin_s: float = 1.0,
-                 max_new_tokens: int = 96) -> None:
+    def __init__(self, model_dir: str | Path | None = None, threads: int = 1, margin_s: float = 1.0,
+                 max_new_tokens: int = 96, lanes: int = 1) -> None:
+        """`threads`: of each decode; `lanes`: decodes that may run at once (from as many threads)."""
         import ctranslate2
         import tokenizers
         from faster_whisper.feature_extractor import FeatureExtractor
@@ -75,7 +76,7 @@ class ShortContextWhisper:
 
         model_dir = Path(model_dir) if model_dir else bundled_model_dir()
         self.model = ctranslate2.models.Whisper(str(model_dir), device="cpu", compute_type="int8",
-                                                intra_threads=threads, inter_threads=1)
+                                                intra_threads=threads, inter_threads=max(1, lanes))
         hf_tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         multilingual = self.model.is_multilingual
         self.tokenizer = Tokenizer(hf_tok, multilingual, task="transcribe", language="en" if multilingual else None)

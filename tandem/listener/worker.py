@@ -1,13 +1,14 @@
 """The Listener process: VAD and Whisper for any number of audio streams, off the frame loop.
 
-Two threads. The feed thread takes audio as it comes, resamples it and runs the VAD, so voice
-activity (what the front-end takes its turn from) is reported within a frame of the audio arriving,
-never behind a Whisper decode: with one thread a decode of 50-450 ms held every stream's VAD up, and
-the front-end heard the user stop that much later. The decode thread runs Whisper, one decode at a
-time (CTranslate2 releases the GIL while it works; `decode_batch` > 1 batches several streams' decodes):
-a final transcript always goes before any partial, so a final waits at most for one decode already
-running; partials are re-decoded every `partial_hop_s` of new speech or as soon as the user pauses, a
-paused stream first, then the most stale, and never over audio that is only silence since the last one.
+The feed thread takes audio as it comes, resamples it and runs the VAD, so voice activity (what the
+front-end takes its turn from) is reported within a frame of the audio arriving, never behind a Whisper
+decode: with one thread a decode of 50-450 ms held every stream's VAD up, and the front-end heard the
+user stop that much later. The decode threads (`decode_lanes`, one decode each; CTranslate2 releases the
+GIL while it works; `decode_batch` > 1 batches several streams' decodes) run Whisper: a final transcript
+always goes before any partial, and one lane is kept for finals and the partials due as a user pauses,
+so these never wait behind the partial of a stream still talking; partials are re-decoded every
+`partial_hop_s` of new speech or as soon as the user pauses, a paused stream first, then the most stale,
+and never over audio that is only silence since the last one.
 Each decode is told the stream's context (the user's earlier turns). Every message from
 here carries the stream's audio time, so the session can measure staleness on its own clock.
 """
@@ -33,7 +34,13 @@ class ListenerConfig:
     preroll_s: float = 0.3  # audio kept before the VAD onset (Silero reacts late)
     tail_s: float = 0.15  # audio kept after the last voiced window in a final
     max_utterance_s: float = 25.0  # longer turns are finalised in pieces (Whisper sees 30 s at most)
-    whisper_threads: int = 2
+    # threads of one Whisper decode. On 2 cores one thread decodes faster than two (3 s of speech: 82 against
+    # 96 ms idle, 80 against 92 ms with the other core busy; scripts/whisper_lanes.py), and leaves the other
+    # core to a second decode
+    whisper_threads: int = 1
+    # decodes run at once, each on a thread of its own; one of them is kept for what a user waits on (a final,
+    # the partial due as the user pauses): a partial of a stream still talking never takes the last lane
+    decode_lanes: int = 2
     whisper_model_dir: str | None = None
     full_context_final: bool = False
     # decodes of different streams run as one batch, up to this many (1: one at a time). Idle, 4 partials
@@ -57,6 +64,7 @@ class _Stream:
     finals: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, last voiced sample) awaiting decode
     heard: tuple[int, int, object] | None = None  # the last partial sent: (start, end, its Transcript)
     decoding: bool = False  # a decode of this stream is under way
+    pause_told: int = -1  # the last voiced sample of the pause last told (a partial marked `paused`)
     context: str = ""  # the user's earlier turns, read by Whisper as the text before this audio
 
     def slice(self, start: int, end: int) -> np.ndarray:
@@ -77,7 +85,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
     from .whisper import ShortContextWhisper
 
     try:
-        stt = ShortContextWhisper(config.whisper_model_dir, threads=config.whisper_threads)
+        stt = ShortContextWhisper(config.whisper_model_dir, threads=config.whisper_threads, lanes=config.decode_lanes)
         stt.transcribe(np.zeros(SAMPLE_RATE, np.float32))  # warm-up: the first decode allocates
     except Exception as e:  # noqa: BLE001 - reported to the parent, which owns the user-facing error
         outbox.put({"kind": "fatal", "error": f"Listener could not load Whisper: {e}"})
@@ -137,6 +145,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             keep = min([st.utt_start if st.utt_start is not None else st.vad.samples_seen - int(config.preroll_s * SAMPLE_RATE)]
                        + [f[0] for f in st.finals])
             st.trim(max(0, keep))
+            _tell_pause(sid, st, emit)
             due = bool(st.finals) or _partial_due(st, config)
             emit(sid, "progress", audio_s=st.vad.samples_seen / SAMPLE_RATE, vad_prob=st.vad.chunk_prob(probs),
                  in_speech=st.vad.in_speech, busy=due or st.decoding)
@@ -145,14 +154,20 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
         return True
 
     stopping = threading.Event()
+    hops = [0]  # partials of streams still talking being decoded now (guarded by `lock`)
+
+    def next_jobs() -> list[_Job]:
+        jobs = _next_jobs(streams, config, hops_free=config.decode_lanes < 2 or hops[0] < config.decode_lanes - 1)
+        hops[0] += sum(j.hop for j in jobs)
+        return jobs
 
     def decode_loop() -> None:
         while not stopping.is_set():
             with lock:
-                jobs = _next_jobs(streams, config)
+                jobs = next_jobs()
                 while not jobs and not stopping.is_set():
                     lock.wait(timeout=0.5)
-                    jobs = _next_jobs(streams, config)
+                    jobs = next_jobs()
             if jobs:
                 try:
                     _decode(jobs, stt, config, emit)
@@ -162,15 +177,20 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                              + traceback.format_exc(limit=1).strip().splitlines()[-1])
                 finally:
                     with lock:
+                        hops[0] -= sum(j.hop for j in jobs)
+                        lock.notify_all()  # a stream skipped while this decode ran may have work due
                         for job in jobs:
                             if job.sid in streams:
                                 st = streams[job.sid]
                                 st.decoding = False
                                 if not job.final and job.sent is not None:
                                     st.heard = (job.start, job.end, job.sent)
+                                _tell_pause(job.sid, st, emit)
 
-    decoder = threading.Thread(target=decode_loop, name="listener-decode", daemon=True)
-    decoder.start()
+    decoders = [threading.Thread(target=decode_loop, name=f"listener-decode-{i}", daemon=True)
+                for i in range(max(1, config.decode_lanes))]
+    for decoder in decoders:
+        decoder.start()
     running = True
     try:
         while running:
@@ -184,7 +204,8 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
         stopping.set()
         with lock:
             lock.notify_all()
-        decoder.join(timeout=5)
+        for decoder in decoders:
+            decoder.join(timeout=5)
 
 
 # a stream this long quiet inside its turn has (for now) said its last words: its partial goes first
@@ -210,6 +231,21 @@ def _partial_order(st: _Stream) -> tuple[bool, int]:
     return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end - st.vad.samples_seen)
 
 
+def _tell_pause(sid: str, st: _Stream, emit) -> None:  # noqa: ANN001
+    """A user who paused after a partial that already decoded all their voiced audio (a hop's partial
+    0.05 s into the pause) gets no partial of the pause's own, as there is nothing new to decode: that
+    partial is sent again, marked `paused` (and `reused`: no decode), once the pause is PAUSED_S long."""
+    if (st.utt_start is None or st.decoding or st.heard is None or st.pause_told == st.vad.last_voiced_end
+            or st.vad.silence_so_far_s() < PAUSED_S):
+        return
+    start, end, tr = st.heard
+    if start != st.utt_start or end < st.vad.last_voiced_end:
+        return
+    st.pause_told = st.vad.last_voiced_end
+    emit(sid, "partial", text=_clean(tr.text), audio_start_s=start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
+         decode_ms=0.0, batch=0, paused=True, reused=True)
+
+
 @dataclass
 class _Job:
     sid: str
@@ -219,6 +255,12 @@ class _Job:
     audio: np.ndarray  # copied under the lock: the feed thread trims the stream's buffer meanwhile
     context: str = ""
     reuse: object | None = None  # a final's transcript already decoded by a partial (`_reused_finals`): no decode
+    paused: bool = False  # a partial due as the user paused: all the voiced audio so far, silence after it
+
+    @property
+    def hop(self) -> bool:
+        """A partial of a stream still talking: the one kind of decode that may not take the last lane."""
+        return not self.final and not self.paused and self.reuse is None
     sent: object | None = None  # a partial's Transcript, once decoded and sent
 
 
@@ -237,24 +279,33 @@ def _reused_finals(sid: str, st: _Stream, config: ListenerConfig) -> list[_Job]:
     return jobs
 
 
-def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig) -> list[_Job]:
+def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig, hops_free: bool = True) -> list[_Job]:
     """The next decodes (called with the lock held), one per stream, at most `decode_batch`: every
-    stream's final first, then the partials in `_partial_order`."""
+    stream's final first, then the partials in `_partial_order`; with `hops_free` False, only partials
+    due as the user pauses. A stream already being decoded on another lane waits for it, so that its
+    messages go out in the order of its audio."""
     jobs: list[_Job] = []
     for sid, st in streams.items():
+        if st.decoding:
+            continue
         jobs += _reused_finals(sid, st, config)  # they cost no decode: not counted against the batch
         if st.finals and sum(j.reuse is None for j in jobs) < config.decode_batch:
             start, end, _ = st.finals.pop(0)
             st.decoding = True
             jobs.append(_Job(sid, True, start, end, st.slice(start, end).copy(), st.context))
     taken = {j.sid for j in jobs}
-    due = sorted((_partial_order(st), sid) for sid, st in streams.items() if sid not in taken and _partial_due(st, config))
+    due = sorted((_partial_order(st), sid) for sid, st in streams.items()
+                 if sid not in taken and not st.decoding and _partial_due(st, config)
+                 and (hops_free or st.vad.silence_so_far_s() >= PAUSED_S))
     for _, sid in due[:max(0, config.decode_batch - sum(j.reuse is None for j in jobs))]:
         st = streams[sid]
         end = st.vad.samples_seen
         st.last_partial_end = end
         st.decoding = True
-        jobs.append(_Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy(), st.context))
+        paused = st.vad.silence_so_far_s() >= PAUSED_S
+        if paused:
+            st.pause_told = st.vad.last_voiced_end
+        jobs.append(_Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy(), st.context, paused=paused))
     return jobs
 
 
@@ -275,7 +326,8 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noq
                 _emit_final(job, tr, emit, batch=len(group))
             elif tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
                 emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
-                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), batch=len(group))
+                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), batch=len(group),
+                     **({"paused": True} if job.paused else {}))
                 job.sent = tr
 
 

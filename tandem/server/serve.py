@@ -14,6 +14,7 @@ from .. import frontend as fe_registry
 from ..errors import TandemError
 from ..oracle import DEFAULT_POLICY
 from ..realtime import BACKEND_NICE, settle_heap
+from ..scheduler import SchedulerConfig
 from ..session import SessionConfig
 from ..listener.worker import ListenerConfig
 from ..stack import Stack, StackConfig
@@ -44,7 +45,10 @@ class ServeOptions:
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
     listener_batch: int = ListenerConfig.decode_batch  # Whisper decodes of different sessions run as one batch
+    listener_lanes: int = ListenerConfig.decode_lanes  # Whisper decodes at once, one kept for finals and pauses
+    listener_threads: int = ListenerConfig.whisper_threads  # threads of each decode
     listener_reuse: bool = ListenerConfig.reuse_paused_partial  # a final the paused partial decoded is not decoded again
+    settle_on_pause: bool = SchedulerConfig.settle_on_pause  # a whole sentence heard in a pause counts as the final
     backend_nice: int = BACKEND_NICE  # niceness of the Listener and embedded LLM processes (0: leave them alone)
     limits: proto.Limits = proto.Limits()
 
@@ -122,7 +126,8 @@ def serve(opts: ServeOptions) -> int:
                             backend_nice=opts.backend_nice,
                             need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages,
-                            listener=ListenerConfig(decode_batch=opts.listener_batch,
+                            listener=ListenerConfig(decode_batch=opts.listener_batch, decode_lanes=opts.listener_lanes,
+                                                    whisper_threads=opts.listener_threads,
                                                     reuse_paused_partial=opts.listener_reuse))
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
@@ -133,7 +138,7 @@ def serve(opts: ServeOptions) -> int:
             llm = SharedLLM(client, opts.llm_concurrency, opts.llm_affinity_wait_s) if client is not None else None
             backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor,
                               knowledge=stack.knowledge)
-            hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode), max_sessions=opts.max_sessions,
+            hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode, scheduler=SchedulerConfig(settle_on_pause=opts.settle_on_pause)), max_sessions=opts.max_sessions,
                                          limits=opts.limits, record_dir=opts.record_dir,
                                          oracle_policy=opts.oracle_policy))
             try:
