@@ -184,17 +184,20 @@ def splice(opening: str, question: str, reply: str) -> str | None:
         return sum(i > 0 and t[0].isupper() and not re.fullmatch(r"I(?:'\w+)?", t) for i, t in span)
 
     def rank(span: list[tuple[int, str]]) -> int:
+        """0: a number; 1: a name (half its words capitalised at least: "Leonardo da Vinci"); 2: other words
+        ("renowned French playwright" describes the answer without naming it)."""
         words = [w for _, t in span for w in _norm_words(t)]
         if any(w[0].isdigit() or w in NUMBER_WORDS for w in words):
             return 0
-        return 1 if names(span) else 2
-    # an answer after the opening's verb ("The square root of 64 is 8.") is preferred to one before
-    # it ("Paris is the capital of France."): numbers before the verb may restate the question's. Of
-    # two names, the one of more capitalised words: "the renowned French playwright, William
-    # Shakespeare" answers with the playwright's name, not with "renowned French playwright"
+        return 1 if 2 * names(span) >= len(span) else 2
+    # a number, then a name, then other words; of two alike, one after the opening's verb ("The square root
+    # of 64 is 8.") before one ahead of it ("Paris is the capital of France."): numbers before the verb may
+    # restate the question's. SmolLM2 answered "The play Romeo and Juliet by William Shakespeare was written
+    # by the renowned French playwright and poet.": the name, not the words after the verb. Of two names
+    # alike, the one of more capitalised words
     verb = ow[-1] if ow else ""
     at = max((i for i, t in enumerate(tokens) if t.lower() == verb), default=-1)
-    best = min(spans, key=lambda s: (s[0][0] < at, rank(s), -names(s), s[0][0]))
+    best = min(spans, key=lambda s: (rank(s), s[0][0] < at, -names(s), s[0][0]))
     if not about and rank(best) > 1:
         return None  # an opening that names nothing ("There are") goes on with a number or a name only
     answer = " ".join(t for _, t in best).rstrip(".,")

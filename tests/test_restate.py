@@ -68,6 +68,9 @@ def test_restate(question, opening):
     ("It was written by", "Who wrote the play Romeo and Juliet?",
      "The play Romeo and Juliet by William Shakespeare was written by the renowned French playwright and poet, "
      "William Shakespeare.", "It was written by William Shakespeare."),
+    ("It was written by", "Who wrote the play Romeo and Juliet?",
+     "The play Romeo and Juliet by William Shakespeare was written by the renowned French playwright and poet.",
+     "It was written by William Shakespeare."),
     # a comma ends the answer: "not Sydney" is no part of it
     ("It is", "What is the capital of Australia?", "It's Canberra, not Sydney.", "It is Canberra."),
 ])
