@@ -61,6 +61,7 @@ def test_batched_steps_match_sessions_stepped_alone_even_with_churn():
 
 def test_pool_refuses_more_sessions_than_rows_and_reuses_freed_rows():
     pool = CompactPool(capacity=2)
+    assert pool.in_use == 0, "the warm-up step at start gave its row back"
     a, b = pool.open(), pool.open()
     with pytest.raises(RuntimeError, match="in use"):
         pool.open()

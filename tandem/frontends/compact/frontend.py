@@ -283,6 +283,18 @@ class CompactPool:
         self.cache = self.model.new_state(capacity)
         self._free = list(range(capacity))
         self._used: set[int] = set()
+        self._warm()
+
+    def _warm(self) -> None:
+        """One step on a row handed out and given back (a row is reset when handed out again): torch's
+        first call costs 35 ms more than the next ones, and the first live session's first frame paid it
+        (a 75 ms step, a deadline miss in a one-session loadtest)."""
+        fe = self.open()
+        try:
+            silence = UserFrame(audio=np.zeros(FRAME_SAMPLES, np.float32), vad_prob=0.0, in_speech=False)
+            self.step_many([fe], [silence], [self.tokenizer.pad_id])
+        finally:
+            fe.close()
 
     def open(self, tts: TTS | None = None) -> CompactFrontEnd:
         return CompactFrontEnd(tts=tts, pool=self)
