@@ -161,7 +161,11 @@ class OracleScheduler:
         self.settled = False
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
-        self._ttfts: deque[float] = deque(maxlen=5)  # the LLM's time to first token, the last streams
+        # the LLM's time to first token, the last streams; a server's sessions share one (set by the session):
+        # a session's first turn then knows how soon the LLM answers now, where its own history knew nothing
+        # and said the subject in full ("The play Romeo and Juliet was written by" where "It was written by"
+        # would have ended as the answer came)
+        self.ttfts: deque[float] = deque(maxlen=5)
         self._ticker: asyncio.Task | None = None
         self._held = ""  # the oracle's text as the session holds it, since the last reset
         self._held_ended = False
@@ -299,7 +303,7 @@ class OracleScheduler:
 
     def _llm_answers_soon(self) -> bool:
         """The LLM's last replies began within `short_opening_ttft_s` (not known before the first)."""
-        return bool(self._ttfts) and statistics.median(self._ttfts) < self.config.short_opening_ttft_s
+        return bool(self.ttfts) and statistics.median(self.ttfts) < self.config.short_opening_ttft_s
 
     def _llm_busy(self) -> bool:
         """Other sessions' requests fill every slot of the shared LLM (this session's own stream would be
@@ -382,7 +386,7 @@ class OracleScheduler:
                         return
                     if st.first_token_t is None:
                         st.first_token_t = self.timeline.clock()
-                        self._ttfts.append(st.first_token_t - st.started_t)
+                        self.ttfts.append(st.first_token_t - st.started_t)
                         self.timeline.add(tl.LLM_FIRST_TOKEN, stream=st.sid,
                                           ttft_s=round(st.first_token_t - st.started_t, 4))
                     st.text += delta

@@ -141,6 +141,7 @@ class Session:
                 if hasattr(client, "load"):  # an LLM shared by a server's sessions (server.shared.SharedLLM)
                     self.scheduler.llm_load = client.load
                     self.scheduler.llm_slots = client.concurrency
+                    self.scheduler.ttfts = client.ttfts
         elif config.mode == "cascade":
             if client is None:
                 raise ValueError("cascade mode needs an LLM client")

@@ -358,6 +358,25 @@ async def test_once_the_llm_is_seen_to_answer_soon_a_long_opening_is_said_short(
         await sched.aclose()
 
 
+async def test_a_sessions_first_turn_knows_the_llms_pace_from_the_other_sessions():
+    """A server's sessions share their streams' times to first token (SharedLLM.ttfts): a new session's
+    first turn says its opening short when the LLM has been answering soon for the others."""
+    from collections import deque
+
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["William", " Shakespeare", "."])) as srv:
+        first, timeline1, _ = make(srv, restate=True)
+        second, timeline2, _ = make(srv, restate=True)
+        shared: deque[float] = deque(maxlen=8)
+        first.ttfts = second.ttfts = shared
+        first.on_final("Who painted the Mona Lisa?")
+        await until(lambda: bool(timeline1.of_kind(tl.LLM_DONE)))
+        assert len(shared) == 1
+        second.on_final("Who wrote the play Romeo and Juliet?")
+        assert timeline2.of_kind(tl.RESTATE)[-1]["text"] == "It was written by"
+        await first.aclose()
+        await second.aclose()
+
+
 async def test_the_scheduler_says_openings_short_from_its_configured_length():
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Bangkok", "."])) as srv:
         sched, timeline, emitted = make(srv, restate=True, short_opening_words=2)

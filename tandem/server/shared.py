@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from typing import AsyncIterator, Callable, Protocol
 
 import numpy as np
@@ -100,6 +101,7 @@ class SharedLLM:
         self.waiting = 0
         self.running = 0
         self.stats = {"served": 0, "out_of_turn": 0}
+        self.ttfts: deque[float] = deque(maxlen=8)  # every session's streams' time to first token (OracleScheduler)
 
     async def _acquire(self, messages: list[dict[str, str]]) -> None:
         if self._free > 0 and not self._queue:
