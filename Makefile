@@ -83,9 +83,9 @@ loadtest: setup system-deps
 	$(BIN)/tandem loadtest --sessions $(SESSIONS) --duration 60 --out $(OUT)/loadtest-$(SESSIONS).json
 
 # capacity on this machine (docs/BENCHMARKS.md, "Capacity"): N sessions for a minute each, a fresh server for
-# each N, until what users hear falls short of one session's
-capacity: setup system-deps
-	$(BIN)/tandem loadtest --sessions 1,2,3,4,6 --duration 60 --out $(OUT)/capacity.json
+# each N, until what users hear falls short of one session's; with llama.cpp's own server batching 4 LLM requests
+capacity: setup system-deps setup-llama-server
+	$(BIN)/tandem loadtest --sessions 1,2,3,4,6 --duration 60 --llm-parallel 4 --out $(OUT)/capacity.json
 
 # Re-pin the dependency tree from requirements.in (needs the registries).
 lock:

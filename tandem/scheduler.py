@@ -111,8 +111,8 @@ class SchedulerConfig:
     keep_agreeing_oracle: bool = True
     # a partial decoded as the user paused, holding all they said, that reads as a whole sentence ("How many
     # legs does a spider have?") counts as the turn's final: its stream answers it, and the oracle is settled
-    # as soon as it answers it, 0.15-0.4 s before the endpoint's final (which will be the same words, the
-    # Listener's reuse). The front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stopped,
+    # as soon as it answers it, about 0.2 s before the endpoint's final with one session (which will be the
+    # same words, the Listener's reuse). The front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stopped,
     # where it would otherwise wait for the final: under load the model let such turns pass until then
     settle_on_pause: bool = True
 

@@ -256,12 +256,12 @@ class _Job:
     context: str = ""
     reuse: object | None = None  # a final's transcript already decoded by a partial (`_reused_finals`): no decode
     paused: bool = False  # a partial due as the user paused: all the voiced audio so far, silence after it
+    sent: object | None = None  # a partial's Transcript, once decoded and sent
 
     @property
     def hop(self) -> bool:
         """A partial of a stream still talking: the one kind of decode that may not take the last lane."""
         return not self.final and not self.paused and self.reuse is None
-    sent: object | None = None  # a partial's Transcript, once decoded and sent
 
 
 def _reused_finals(sid: str, st: _Stream, config: ListenerConfig) -> list[_Job]:

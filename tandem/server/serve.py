@@ -138,7 +138,8 @@ def serve(opts: ServeOptions) -> int:
             llm = SharedLLM(client, opts.llm_concurrency, opts.llm_affinity_wait_s) if client is not None else None
             backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor,
                               knowledge=stack.knowledge)
-            hub = Hub(backend, HubConfig(session=SessionConfig(mode=opts.mode, scheduler=SchedulerConfig(settle_on_pause=opts.settle_on_pause)), max_sessions=opts.max_sessions,
+            session = SessionConfig(mode=opts.mode, scheduler=SchedulerConfig(settle_on_pause=opts.settle_on_pause))
+            hub = Hub(backend, HubConfig(session=session, max_sessions=opts.max_sessions,
                                          limits=opts.limits, record_dir=opts.record_dir,
                                          oracle_policy=opts.oracle_policy))
             try:
