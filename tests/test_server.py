@@ -419,7 +419,9 @@ async def test_load_generator_reports_onsets_and_frame_health_per_session():
     assert 0.3 < s["onset_server_median_s"] < 1.2 and 0.3 < s["onset_client_median_s"] < 1.5
     assert s["deadline_misses"] <= MISSES_OK and s["frames"] > 60
     assert status["sessions_total"] == 3
-    assert all(r.said.split()[:4] == ["The", "answer", "is", "Paris."] for r in reports)
+    # the fake LLM's reply, or, once it has been seen to answer soon for another session, the restated
+    # opening said short and spliced with it (the sessions share the LLM's times to first token)
+    assert all(r.said.startswith(("The answer is Paris.", "It is Paris.")) for r in reports), [r.said for r in reports]
 
 
 @pytest.mark.parametrize("args, expect", [
