@@ -20,6 +20,11 @@ from typing import Callable, Iterable, Optional
 log = logging.getLogger(__name__)
 
 BACKEND_NICE = 10  # niceness of the Listener and the embedded LLM (0: leave them alone)
+# `tandem serve`'s embedded LLM this much nicer still: with 4 sessions on 2 cores the LLM's streams for
+# partials took the cores the Listener's decode of a user's pause needed (157-583 ms against 80 idle);
+# 8 above, in two pairs of runs side by side, that partial came 0.07-0.09 s sooner and the client onset
+# p95 was 0.86-1.06 s against 1.15-1.17 (docs/BENCHMARKS.md, eighth round)
+SERVE_LLM_NICE_EXTRA = 8
 SWITCH_INTERVAL_S = 0.001  # CPython's default, 5 ms, is how long a step's torch op may wait for the GIL
 
 

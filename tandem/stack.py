@@ -19,7 +19,7 @@ from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
-from .realtime import BACKEND_NICE, favour_the_frame_loop, renice_on_restart
+from .realtime import BACKEND_NICE, deprioritize, favour_the_frame_loop, renice_on_restart
 from .tts import TTS, HibariTTS, warm_first_words
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,9 @@ class StackConfig:
     knowledge_index: Path | None = None  # where their index lives (default: a cache directory)
     knowledge_passages: int = 1  # passages per prompt
     backend_nice: int = BACKEND_NICE  # the Listener's and embedded LLM's niceness, below the frame loop (0: as is)
+    # the embedded LLM's niceness above the Listener's: its streams for partials are guesses, the Listener's
+    # decode of a user's pause is what a turn waits on (0: the same)
+    llm_nice_extra: int = 0
 
 
 def stack_config(args, **kw) -> StackConfig:  # noqa: ANN001 - argparse.Namespace of run, bench, serve
@@ -91,8 +94,12 @@ class Stack(contextlib.AbstractContextManager):
                     self.supervisor.watch(part)
             SILERO.warm()  # the sessions' voice meters (frame_vad.py): their first inference, not in a frame
             favour_the_frame_loop(self.pids(), cfg.backend_nice)
-            self.supervisor.subscribe(renice_on_restart(cfg.backend_nice, self._pid_of,
-                                                        {p.name for p in (self.server, self.listener) if p}))
+            llm_nice = cfg.backend_nice + cfg.llm_nice_extra if cfg.backend_nice else 0
+            if self.server is not None and self.server.pid and llm_nice > cfg.backend_nice:
+                deprioritize([self.server.pid], llm_nice)
+            for part, nice in ((self.server, llm_nice), (self.listener, cfg.backend_nice)):
+                if part is not None:
+                    self.supervisor.subscribe(renice_on_restart(nice, self._pid_of, {part.name}))
         except BaseException:
             self._stack.close()
             raise

@@ -127,3 +127,19 @@ def test_settling_again_collects_cycles_that_died_since_the_last_settle():
     settle_heap()
     assert gone() is None, "the thaw before collecting frees a cycle frozen while it was alive"
     assert gc.get_freeze_count() < frozen + 10
+
+
+def test_the_embedded_llm_can_yield_the_cores_to_the_listener(monkeypatch):
+    """`llm_nice_extra`: the embedded LLM (here a fake server program standing in for it) runs that much
+    nicer than the Listener, whose decode of a user's pause is what a turn waits on."""
+    from pathlib import Path
+
+    from tandem.stack import Stack, StackConfig
+
+    fake = Path(__file__).parent / "fake_llm_process.py"
+    monkeypatch.setenv("TANDEM_LLM_SERVER_CMD", f"{sys.executable} {fake}")
+    with Stack(StackConfig(need_tts=False, llm_nice_extra=5)) as stack:
+        nices = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.server.pid).threads()}
+        assert nices == {BACKEND_NICE + 5}
+        listener = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.listener.pid).threads()}
+        assert listener == {BACKEND_NICE}
