@@ -155,6 +155,9 @@ class DelayProxy:
                             first_at = loop.time()
                         released += 1
                     await resp.write(line)
+                    # the whole reply is out: a client that closes now, before the upstream's end of stream
+                    # (and the handler is cancelled), left nothing unread (a test saw it counted as cut short)
+                    finished = finished or line.strip() == b"data: [DONE]"
                 finished = True
                 await resp.write_eof()
             except ConnectionResetError:
