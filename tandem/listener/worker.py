@@ -231,6 +231,11 @@ def _partial_order(st: _Stream) -> tuple[bool, int]:
     return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end - st.vad.samples_seen)
 
 
+def _heard_all(st: _Stream, start: int, voiced_end: int) -> bool:
+    """The last partial sent decoded all the voice from `start` to `voiced_end`: what follows is silence."""
+    return st.heard is not None and st.heard[0] == start and st.heard[1] >= voiced_end
+
+
 def _tell_pause(sid: str, st: _Stream, emit) -> None:  # noqa: ANN001
     """A user who paused after a partial that already decoded all their voiced audio (a hop's partial
     0.05 s into the pause) gets no partial of the pause's own, as there is nothing new to decode: that
@@ -238,9 +243,9 @@ def _tell_pause(sid: str, st: _Stream, emit) -> None:  # noqa: ANN001
     if (st.utt_start is None or st.decoding or st.heard is None or st.pause_told == st.vad.last_voiced_end
             or st.vad.silence_so_far_s() < PAUSED_S):
         return
-    start, end, tr = st.heard
-    if start != st.utt_start or end < st.vad.last_voiced_end:
+    if not _heard_all(st, st.utt_start, st.vad.last_voiced_end):
         return
+    start, end, tr = st.heard
     st.pause_told = st.vad.last_voiced_end
     emit(sid, "partial", text=_clean(tr.text), audio_start_s=start / SAMPLE_RATE, audio_s=end / SAMPLE_RATE,
          decode_ms=0.0, batch=0, paused=True, reused=True)
@@ -269,13 +274,9 @@ def _reused_finals(sid: str, st: _Stream, config: ListenerConfig) -> list[_Job]:
     start, up to or past the last voiced sample: what is left is the endpoint's silence), taken off its
     queue as jobs that need no decode."""
     jobs = []
-    while config.reuse_paused_partial and st.finals and st.heard is not None:
-        start, end, voiced_end = st.finals[0]
-        h_start, h_end, tr = st.heard
-        if h_start != start or h_end < voiced_end:
-            break
-        st.finals.pop(0)
-        jobs.append(_Job(sid, True, start, end, np.zeros(0, np.float32), st.context, reuse=tr))
+    while config.reuse_paused_partial and st.finals and _heard_all(st, st.finals[0][0], st.finals[0][2]):
+        start, end, _ = st.finals.pop(0)
+        jobs.append(_Job(sid, True, start, end, np.zeros(0, np.float32), st.context, reuse=st.heard[2]))
     return jobs
 
 
