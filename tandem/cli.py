@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from .errors import TandemError
-from .realtime import SERVE_LLM_NICE_EXTRA
 from .frontends.moshi.options import add_cli_args as add_moshi_args
 from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
 from .oracle import DEFAULT_POLICY, POLICIES
+from .realtime import LLM_NICE
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -179,9 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Whisper decodes run at once, one of them kept for finals and the partials of users who "
                         "paused (1: one at a time, the rule before 2026-12-04's eighth round)")
     v.add_argument("--listener-threads", type=int, default=1, metavar="N", help="threads of each Whisper decode")
-    v.add_argument("--llm-nice-extra", type=int, default=SERVE_LLM_NICE_EXTRA, metavar="N",
-                   help="the embedded LLM's niceness this much above the Listener's: its streams for partials "
-                        f"yield the cores to the decode of a user's pause (default {SERVE_LLM_NICE_EXTRA}; 0: the same)")
+    v.add_argument("--llm-nice", type=int, default=LLM_NICE, metavar="N",
+                   help=f"niceness of the embedded LLM server, 0-19 (default {LLM_NICE}; the Listener runs at 10 and "
+                        "the frame loop at 0)")
     v.add_argument("--decode-every-final", action="store_true",
                    help="decode each final transcript anew, even when the partial sent as the user paused decoded "
                         "all of its speech (the rule before 2026-12-04; to measure the reuse)")
@@ -319,8 +319,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
     if args.llm_affinity_wait < 0:
         raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
-    if args.llm_nice_extra < 0:
-        raise TandemError("--llm-nice-extra is 0 or more (the LLM never runs above the Listener)")
+    if not 0 <= args.llm_nice <= 19:
+        raise TandemError("--llm-nice is a niceness from 0 to 19 (a process may not raise its children above itself)")
     if min(args.listener_batch, args.listener_lanes, args.listener_threads) < 1:
         raise TandemError("--listener-batch, --listener-lanes and --listener-threads must be at least 1")
     opts = ServeOptions(
@@ -332,7 +332,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
-        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice_extra=args.llm_nice_extra,
+        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice=args.llm_nice,
         listener_reuse=not args.decode_every_final, settle_on_pause=not args.no_settle_on_pause,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))

@@ -19,12 +19,13 @@ from typing import Callable, Iterable, Optional
 
 log = logging.getLogger(__name__)
 
-BACKEND_NICE = 10  # niceness of the Listener and the embedded LLM (0: leave them alone)
-# `tandem serve`'s embedded LLM this much nicer still: with 4 sessions on 2 cores the LLM's streams for
-# partials took the cores the Listener's decode of a user's pause needed (157-583 ms against 80 idle);
-# 8 above, in two pairs of runs side by side, that partial came 0.07-0.09 s sooner and the client onset
-# p95 was 0.86-1.06 s against 1.15-1.17 (docs/BENCHMARKS.md, eighth round)
-SERVE_LLM_NICE_EXTRA = 8
+BACKEND_NICE = 10  # niceness of the Listener (0: leave the back-end alone)
+# niceness of the embedded LLM: the frame loop's. Until 2026-12-04 its server ran in a session of its own, which
+# the kernel's autogroup scheduling made a CPU group of its own: it had a core when it wanted one, whatever its
+# niceness. Kept in our session (local_server.py), 4-session runs side by side (docs/BENCHMARKS.md, ninth
+# round): at the Listener's 10 its median time to first token went from 0.13-0.16 s to 0.62-0.80 s and 81-84%
+# of the answers came within 4 s against 94%; at 5, 0.33-0.41 s; at 0 as before, 0.15-0.22 s
+LLM_NICE = 0
 SWITCH_INTERVAL_S = 0.001  # CPython's default, 5 ms, is how long a step's torch op may wait for the GIL
 
 
@@ -49,6 +50,23 @@ def deprioritize(pids: Iterable[int], nice: int) -> None:
                 pass
             except OSError as e:
                 log.warning("could not lower the priority of thread %s of process %s: %s", tid, pid, e)
+        _nice_own_session(pid, nice)
+
+
+def _nice_own_session(pid: int, nice: int) -> None:
+    """A process in a session of its own is, with the kernel's autogroup scheduling (Linux's default), in
+    a CPU group of its own that shares the cores equally with ours whatever its threads' niceness: the
+    group's own niceness (/proc/PID/autogroup) is lowered too. Our own children stay in our session."""
+    try:
+        if os.getsid(pid) == os.getsid(0):
+            return
+        path = f"/proc/{pid}/autogroup"
+        if os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(str(nice))
+    except OSError as e:
+        log.warning("process %s runs in a session of its own and its CPU group's priority could not be lowered: %s",
+                    pid, e)
 
 
 def settle_heap() -> None:

@@ -19,7 +19,7 @@ from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
-from .realtime import BACKEND_NICE, deprioritize, favour_the_frame_loop, renice_on_restart
+from .realtime import BACKEND_NICE, LLM_NICE, deprioritize, favour_the_frame_loop, renice_on_restart
 from .tts import TTS, HibariTTS, warm_first_words
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,8 @@ class StackConfig:
     knowledge: Path | None = None  # the user's documents (--knowledge): a folder or one file
     knowledge_index: Path | None = None  # where their index lives (default: a cache directory)
     knowledge_passages: int = 1  # passages per prompt
-    backend_nice: int = BACKEND_NICE  # the Listener's and embedded LLM's niceness, below the frame loop (0: as is)
-    # the embedded LLM's niceness above the Listener's: its streams for partials are guesses, the Listener's
-    # decode of a user's pause is what a turn waits on (0: the same)
-    llm_nice_extra: int = 0
+    backend_nice: int = BACKEND_NICE  # the Listener's niceness, below the frame loop (0: leave the back-end as is)
+    llm_nice: int = LLM_NICE  # the embedded LLM's (realtime.LLM_NICE); with backend_nice 0 left as is too
 
 
 def stack_config(args, **kw) -> StackConfig:  # noqa: ANN001 - argparse.Namespace of run, bench, serve
@@ -93,9 +91,9 @@ class Stack(contextlib.AbstractContextManager):
                 if part is not None:
                     self.supervisor.watch(part)
             SILERO.warm()  # the sessions' voice meters (frame_vad.py): their first inference, not in a frame
-            favour_the_frame_loop(self.pids(), cfg.backend_nice)
-            llm_nice = cfg.backend_nice + cfg.llm_nice_extra if cfg.backend_nice else 0
-            if self.server is not None and self.server.pid and llm_nice > cfg.backend_nice:
+            llm_nice = cfg.llm_nice if cfg.backend_nice else 0
+            favour_the_frame_loop([self.listener.pid] if self.listener and self.listener.pid else [], cfg.backend_nice)
+            if self.server is not None and self.server.pid and llm_nice:
                 deprioritize([self.server.pid], llm_nice)
             for part, nice in ((self.server, llm_nice), (self.listener, cfg.backend_nice)):
                 if part is not None:

@@ -129,17 +129,17 @@ def test_settling_again_collects_cycles_that_died_since_the_last_settle():
     assert gc.get_freeze_count() < frozen + 10
 
 
-def test_the_embedded_llm_can_yield_the_cores_to_the_listener(monkeypatch):
-    """`llm_nice_extra`: the embedded LLM (here a fake server program standing in for it) runs that much
-    nicer than the Listener, whose decode of a user's pause is what a turn waits on."""
+def test_the_embedded_llm_and_the_listener_run_at_their_own_niceness(monkeypatch):
+    """`llm_nice` and `backend_nice`: the embedded LLM (here a fake server program standing in for it) and the
+    Listener each below the frame loop, at a niceness of their own, every thread of them."""
     from pathlib import Path
 
     from tandem.stack import Stack, StackConfig
 
     fake = Path(__file__).parent / "fake_llm_process.py"
     monkeypatch.setenv("TANDEM_LLM_SERVER_CMD", f"{sys.executable} {fake}")
-    with Stack(StackConfig(need_tts=False, llm_nice_extra=5)) as stack:
+    with Stack(StackConfig(need_tts=False, llm_nice=3, backend_nice=7)) as stack:
         nices = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.server.pid).threads()}
-        assert nices == {BACKEND_NICE + 5}
+        assert nices == {3}, "lower than the Listener's is kept: the LLM was never reniced to the Listener's first"
         listener = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.listener.pid).threads()}
-        assert listener == {BACKEND_NICE}
+        assert listener == {7}

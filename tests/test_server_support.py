@@ -3,6 +3,7 @@ and unit tests of the server's small parts."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any, AsyncIterator
 
@@ -351,6 +352,30 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup scheduling on this kernel")
+def test_deprioritize_lowers_the_cpu_group_of_a_process_in_a_session_of_its_own():
+    import subprocess
+
+    from tandem.realtime import deprioritize
+
+    def group_nice(pid: int) -> int:
+        with open(f"/proc/{pid}/autogroup") as f:
+            return int(f.read().split("nice")[1])
+
+    own = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    ours = subprocess.Popen(["sleep", "30"])
+    try:
+        before = group_nice(os.getpid())
+        deprioritize([own.pid, ours.pid], 9)
+        assert group_nice(own.pid) == 9
+        assert group_nice(os.getpid()) == group_nice(ours.pid) == before, "our own group is left alone"
+        assert os.getpriority(os.PRIO_PROCESS, ours.pid) == 9
+    finally:
+        for p in (own, ours):
+            p.kill()
+            p.wait()
 
 
 class FakeStreamingClient:

@@ -62,7 +62,11 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-    os.setsid()  # own process group, so a Ctrl-C aimed at us is delivered once, by us
+    # its own process group, so a Ctrl-C aimed at us is delivered once, by us; not its own session: with
+    # the kernel's autogroup scheduling (on by default) a new session is a group of its own that gets an
+    # equal share of the CPU against ours, whatever its niceness, and the LLM's guesses took half the cores
+    # from the Listener's decode of a user's pause
+    os.setpgid(0, 0)
 
 
 class LocalLlamaServer:

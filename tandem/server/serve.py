@@ -13,7 +13,7 @@ from aiohttp import web
 from .. import frontend as fe_registry
 from ..errors import TandemError
 from ..oracle import DEFAULT_POLICY
-from ..realtime import BACKEND_NICE, SERVE_LLM_NICE_EXTRA, settle_heap
+from ..realtime import BACKEND_NICE, LLM_NICE, settle_heap
 from ..scheduler import SchedulerConfig
 from ..session import SessionConfig
 from ..listener.worker import ListenerConfig
@@ -49,8 +49,8 @@ class ServeOptions:
     listener_threads: int = ListenerConfig.whisper_threads  # threads of each decode
     listener_reuse: bool = ListenerConfig.reuse_paused_partial  # a final the paused partial decoded is not decoded again
     settle_on_pause: bool = SchedulerConfig.settle_on_pause  # a whole sentence heard in a pause counts as the final
-    backend_nice: int = BACKEND_NICE  # niceness of the Listener and embedded LLM processes (0: leave them alone)
-    llm_nice_extra: int = SERVE_LLM_NICE_EXTRA  # the embedded LLM's niceness above the Listener's
+    backend_nice: int = BACKEND_NICE  # niceness of the Listener process (0: leave the back-end alone)
+    llm_nice: int = LLM_NICE  # niceness of the embedded LLM server
     limits: proto.Limits = proto.Limits()
 
 
@@ -124,7 +124,7 @@ def serve(opts: ServeOptions) -> int:
         provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
-                            backend_nice=opts.backend_nice, llm_nice_extra=opts.llm_nice_extra,
+                            backend_nice=opts.backend_nice, llm_nice=opts.llm_nice,
                             need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages,
                             listener=ListenerConfig(decode_batch=opts.listener_batch, decode_lanes=opts.listener_lanes,
