@@ -20,11 +20,12 @@ from typing import Callable, Iterable, Optional
 log = logging.getLogger(__name__)
 
 BACKEND_NICE = 10  # niceness of the Listener (0: leave the back-end alone)
-# niceness of the embedded LLM: the frame loop's. Until 2026-12-04 its server ran in a session of its own, which
-# the kernel's autogroup scheduling made a CPU group of its own: it had a core when it wanted one, whatever its
-# niceness. Kept in our session (local_server.py), 4-session runs side by side (docs/BENCHMARKS.md, ninth
-# round): at the Listener's 10 its median time to first token went from 0.13-0.16 s to 0.62-0.80 s and 81-84%
-# of the answers came within 4 s against 94%; at 5, 0.33-0.41 s; at 0 as before, 0.15-0.22 s
+# niceness of the embedded LLM, which runs in a session of its own (local_server.py): with the kernel's
+# autogroup scheduling that session is a CPU group whose niceness is set with it (`_nice_own_session`). 0: the
+# LLM had a core when it wanted one in every measurement here. The 10, then 18, it was given before counted for
+# nothing (its threads' niceness ranks them only inside its own group); where it did count (the LLM kept in our
+# group, 4 sessions side by side, docs/BENCHMARKS.md ninth round), its median time to first token went from
+# 0.13-0.16 s to 0.62-0.80 s at 10 and 0.33-0.41 s at 5, and 81-84% of the answers came within 4 s against 94%
 LLM_NICE = 0
 SWITCH_INTERVAL_S = 0.001  # CPython's default, 5 ms, is how long a step's torch op may wait for the GIL
 

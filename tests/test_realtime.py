@@ -131,7 +131,8 @@ def test_settling_again_collects_cycles_that_died_since_the_last_settle():
 
 def test_the_embedded_llm_and_the_listener_run_at_their_own_niceness(monkeypatch):
     """`llm_nice` and `backend_nice`: the embedded LLM (here a fake server program standing in for it) and the
-    Listener each below the frame loop, at a niceness of their own, every thread of them."""
+    Listener each below the frame loop, at a niceness of their own, every thread of them (and the LLM's CPU
+    group, its session's, under autogroup scheduling)."""
     from pathlib import Path
 
     from tandem.stack import Stack, StackConfig
@@ -143,3 +144,6 @@ def test_the_embedded_llm_and_the_listener_run_at_their_own_niceness(monkeypatch
         assert nices == {3}, "lower than the Listener's is kept: the LLM was never reniced to the Listener's first"
         listener = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.listener.pid).threads()}
         assert listener == {7}
+        if os.path.exists(f"/proc/{stack.server.pid}/autogroup"):  # the LLM's session is a CPU group of its own
+            with open(f"/proc/{stack.server.pid}/autogroup") as f:
+                assert f.read().split("nice")[1].strip() == "3", "the group's niceness, which is what counts there"

@@ -62,11 +62,12 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-    # its own process group, so a Ctrl-C aimed at us is delivered once, by us; not its own session: with
-    # the kernel's autogroup scheduling (on by default) a new session is a group of its own that gets an
-    # equal share of the CPU against ours, whatever its niceness, and the LLM's guesses took half the cores
-    # from the Listener's decode of a user's pause
-    os.setpgid(0, 0)
+    # a session of its own (and so its own process group: a Ctrl-C aimed at us is delivered once, by us).
+    # With the kernel's autogroup scheduling (Linux's default) a session is a CPU group that shares the cores
+    # equally with ours, however many threads ours runs: the LLM's one thread has a core when it wants one.
+    # Kept in our session at the frame loop's niceness, its median time to first token at 6 sessions was 0.39 s
+    # against 0.14-0.20 (docs/BENCHMARKS.md, ninth round). Its priority is then its group's (`--llm-nice`).
+    os.setsid()
 
 
 class LocalLlamaServer:
