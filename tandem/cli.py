@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "paused (1: one at a time, the rule before 2026-12-04's eighth round)")
     v.add_argument("--listener-threads", type=int, default=1, metavar="N", help="threads of each Whisper decode")
     v.add_argument("--llm-nice", type=int, default=LLM_NICE, metavar="N",
-                   help=f"niceness of the embedded LLM server, 0-19 (default {LLM_NICE}; the Listener runs at 10 and "
-                        "the frame loop at 0)")
+                   help=f"niceness of the embedded LLM server and of its CPU group (it runs in a session of its own, "
+                        f"which Linux's autogroup scheduling makes a group), 0-19 (default {LLM_NICE})")
     v.add_argument("--decode-every-final", action="store_true",
                    help="decode each final transcript anew, even when the partial sent as the user paused decoded "
                         "all of its speech (the rule before 2026-12-04; to measure the reuse)")

@@ -430,6 +430,7 @@ async def test_load_generator_reports_onsets_and_frame_health_per_session():
     (["--host", "no-such-host.invalid", "--token", "long-enough"], "cannot listen on no-such-host.invalid"),
     (["--max-sessions", "0"], "--max-sessions must be between"),
     (["--idle-timeout", "0"], "must be positive"),
+    (["--llm-nice", "20"], "--llm-nice is a niceness from 0 to 19"),
     ("busy", "Address already in use"),
 ])
 def test_serve_refuses_bad_settings_at_once_with_one_line(args, expect):
