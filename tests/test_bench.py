@@ -171,11 +171,27 @@ def test_answer_latency_is_compared_on_the_questions_both_modes_answered():
     assert not any(p["tandem"] == "tandem-no-knowledge" for p in pairs), "no question both answered"
 
 
+def test_the_loadtest_counts_the_turns_whose_reply_took_back_what_it_began():
+    from types import SimpleNamespace
+
+    from tandem.server.loadtest import SessionReport, _said_after, summarize
+
+    # what a client received: a reply begun as the user paused belongs to the turn, the next turn's text not
+    got = SimpleNamespace(texts=["It is", " New", " sorry, It is Paris.", " It has 8 legs."], texts_t=[9.7, 10.2, 11.0, 16.0])
+    assert _said_after(SimpleNamespace(got=got), 10.0, 5.0) == "It is New sorry, It is Paris."
+    a = SessionReport(0, turn_texts=["It is New sorry, It is Paris.", "It has 8 legs."])
+    b = SessionReport(1, turn_texts=["It was written by William Shakespeare.", "Sorry, it is Jupiter.", ""])
+    s = summarize([a, b], None)
+    assert s["repaired_pct"] == 40.0, "2 of the 5 turns: the word, in any case, once a turn"
+    assert summarize([SessionReport(0)], None)["repaired_pct"] is None
+
+
 def test_the_capacity_is_the_most_sessions_at_which_every_measure_holds():
     from tandem.server.loadtest import capacity_of, capacity_table, parse_session_counts, verdict
 
     def run(n, median, p95, answered, misses=0):
         s = {"sessions": n, "onset_client_median_s": median, "onset_client_p95_s": p95, "answered_pct": answered,
+             "repaired_pct": 12.5,
              "deadline_misses": misses, "underruns": 0, "errors": 0, "cpu": {"ours_cores": 1.0, "others_cores": 0.0}}
         s["verdict"] = verdict(s)
         return s
@@ -186,6 +202,7 @@ def test_the_capacity_is_the_most_sessions_at_which_every_measure_holds():
     assert not run(1, 0.4, 0.6, 100.0, misses=1)["verdict"]["pass"]
     assert not run(1, 0.4, 0.6, 94.9)["verdict"]["pass"]
     assert "fail: client onset p95 <= 0.8 s" in capacity_table(rows)
+    assert "| 12.5% |" in capacity_table(rows), "the turns repaired are shown, though no check of the verdict"
     assert parse_session_counts("4,1,2,2") == [1, 2, 4]
     with pytest.raises(TandemError, match="between 1 and 64"):
         parse_session_counts("0")

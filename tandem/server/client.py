@@ -29,6 +29,7 @@ class Received:
     audio: list[np.ndarray] = field(default_factory=list)  # decoded PCM chunks in arrival order
     audio_t: list[float] = field(default_factory=list)  # perf_counter when each chunk arrived
     texts: list[str] = field(default_factory=list)
+    texts_t: list[float] = field(default_factory=list)  # perf_counter when each text arrived
     events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pages: int = 0
@@ -95,6 +96,7 @@ class ProtocolClient:
                         self.got.audio_t.append(time.perf_counter())
                 elif kind == proto.TEXT:
                     self.got.texts.append(payload.decode("utf-8"))
+                    self.got.texts_t.append(time.perf_counter())
                 elif kind == proto.METADATA:
                     self.got.events.append(json.loads(payload))
                 elif kind == proto.ERROR:

@@ -41,6 +41,9 @@ DEFAULT_QUESTIONS = [
 ]
 DEFAULT_ANSWERS = [["paris"], ["shakespeare"], ["jupiter"], ["eight", "8"]]
 ANSWER_WINDOW_S = 4.0  # an answer counts when its word is heard this soon after the end of the question
+# the word the compact front-end says before it takes back what it began ("It is New sorry, It is Paris."): a
+# turn whose text has it was repaired, what a listener hears as a wrong start
+REPAIR_WORD = re.compile(r"\bsorry\b", re.IGNORECASE)
 
 # what users hear at capacity (issue 16, ARCHITECTURE "capacity"): every one must hold
 TARGETS = {"onset_client_median_s": 0.5, "onset_client_p95_s": 0.8, "answered_pct": 95.0}
@@ -65,6 +68,7 @@ class SessionReport:
     answers_heard_s: list[float | None] = field(default_factory=list)  # per turn: answer word after the question's end
     turn_audio: list[np.ndarray] = field(default_factory=list, repr=False)  # per turn, what came back (not saved)
     turn_questions: list[int] = field(default_factory=list)  # per turn, which question was spoken
+    turn_texts: list[str] = field(default_factory=list)  # per turn, the assistant's text from its question's end on
 
 
 def questions_and_answers(path: Path | None, limit: int | None) -> list[tuple[str, list[str]]]:
@@ -103,6 +107,7 @@ async def _one_session(i: int, url: str, token: str | None, audios: list[np.ndar
             rep.onsets_server_s += [e["onset_s"] for e in c.got.of_type("latency")[n_lat:]][:1]
             rep.turn_questions.append(q % len(audios))
             rep.turn_audio.append(_heard_after(c, spoken_end, ANSWER_WINDOW_S + 1.0))
+            rep.turn_texts.append(_said_after(c, spoken_end, ANSWER_WINDOW_S + 1.0))
             q += 1
         await asyncio.sleep(0.3)
     finally:
@@ -125,6 +130,12 @@ def _heard_after(c: ProtocolClient, t: float, window_s: float) -> np.ndarray:
     is cut there, as a listener who asks again hears it."""
     chunks = [pcm for at, pcm in zip(c.got.audio_t, c.got.audio) if t <= at < t + window_s]
     return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+
+def _said_after(c: ProtocolClient, t: float, window_s: float) -> str:
+    """The assistant's text that arrived in [t - 0.5 s, t + window_s): a reply begun as the user paused
+    belongs to the turn."""
+    return "".join(x for at, x in zip(c.got.texts_t, c.got.texts) if t - 0.5 <= at < t + window_s).strip()
 
 
 def score_answers(reports: list[SessionReport], answers: list[list[str]], transcriber=None,  # noqa: ANN001
@@ -184,6 +195,8 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
     server = [x for r in reports for x in r.onsets_server_s]
     heard = [x for r in reports for x in r.answers_heard_s]
     in_time = [x for x in heard if x is not None and x <= ANSWER_WINDOW_S]
+    texts = [x for r in reports for x in r.turn_texts]
+    repaired = [x for x in texts if REPAIR_WORD.search(x)]
     return {
         "sessions": len(reports),
         "turns": sum(r.turns for r in reports),
@@ -191,6 +204,7 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
         "answers_judged": len(heard),
         "answered_pct": round(100 * len(in_time) / len(heard), 1) if heard else None,
         "answer_heard_median_s": round(statistics.median(in_time), 3) if in_time else None,
+        "repaired_pct": round(100 * len(repaired) / len(texts), 1) if texts else None,
         "onset_client_median_s": round(statistics.median(client), 3) if client else None,
         "onset_client_p95_s": _p95(client),
         "onset_client_max_s": round(max(client), 3) if client else None,
@@ -329,22 +343,23 @@ def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[st
 
 def _print_sessions(reports: list[SessionReport]) -> None:
     print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'answered':>8} "
-          f"{'misses':>6} {'late p99':>8} {'underruns':>9} {'input lag':>9} {'errors':>6}")
+          f"{'repaired':>8} {'misses':>6} {'late p99':>8} {'underruns':>9} {'input lag':>9} {'errors':>6}")
     for r in reports:
         oc = f"{statistics.median(r.onsets_client_s):.2f} s" if r.onsets_client_s else "-"
         os_ = f"{statistics.median(r.onsets_server_s):.2f} s" if r.onsets_server_s else "-"
         ans = f"{sum(1 for x in r.answers_heard_s if x is not None and x <= ANSWER_WINDOW_S)}/{len(r.answers_heard_s)}"
-        print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
+        fixed = f"{sum(1 for x in r.turn_texts if REPAIR_WORD.search(x))}/{len(r.turn_texts)}"
+        print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {fixed:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
               f"{r.underruns:>9} {r.input_lag_ms:>7.0f}ms {len(r.errors):>6}")
 
 
 def capacity_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| sessions | client onset median | p95 | answered in 4 s | deadline misses | underruns | errors | "
-             "CPU (cores, ours / others) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| sessions | client onset median | p95 | answered in 4 s | turns repaired | deadline misses | underruns | "
+             "errors | CPU (cores, ours / others) | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     for s in rows:
         failed = [k for k, ok in s["verdict"]["checks"].items() if not ok]
         lines.append(f"| {s['sessions']} | {s['onset_client_median_s']} s | {s['onset_client_p95_s']} s | "
-                     f"{s['answered_pct']}% | {s['deadline_misses']} | {s['underruns']} | {s['errors']} | "
+                     f"{s['answered_pct']}% | {s.get('repaired_pct')}% | {s['deadline_misses']} | {s['underruns']} | {s['errors']} | "
                      f"{s['cpu']['ours_cores']} / {s['cpu']['others_cores']} | "
                      f"{'pass' if s['verdict']['pass'] else 'fail: ' + '; '.join(failed)} |")
     return "\n".join(lines)
