@@ -57,7 +57,7 @@ def deprioritize(pids: Iterable[int], nice: int) -> None:
 def _nice_own_session(pid: int, nice: int) -> None:
     """A process in a session of its own is, with the kernel's autogroup scheduling (Linux's default), in
     a CPU group of its own that shares the cores equally with ours whatever its threads' niceness: the
-    group's own niceness (/proc/PID/autogroup) is lowered too. Our own children stay in our session."""
+    group's own niceness (/proc/PID/autogroup) is lowered too (the embedded LLM's, local_server.py)."""
     try:
         if os.getsid(pid) == os.getsid(0):
             return
@@ -89,11 +89,12 @@ def settle_heap() -> None:
 _THAW_AT_EXIT = False
 
 
-def favour_the_frame_loop(pids: Iterable[int], nice: int = BACKEND_NICE) -> None:
-    """Everything this process can do for its frame loop: the back-end processes `pids` reniced, the
-    heap settled, the GIL handed back sooner."""
-    if nice:
-        deprioritize(pids, nice)
+def favour_the_frame_loop(nices: dict[int, int]) -> None:
+    """Everything this process can do for its frame loop: the back-end processes reniced (`nices`: pid ->
+    niceness, 0 leaving one as it is), the heap settled, the GIL handed back sooner."""
+    for pid, nice in nices.items():
+        if nice:
+            deprioritize([pid], nice)
     settle_heap()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 

@@ -19,7 +19,7 @@ from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
-from .realtime import BACKEND_NICE, LLM_NICE, deprioritize, favour_the_frame_loop, renice_on_restart
+from .realtime import BACKEND_NICE, LLM_NICE, favour_the_frame_loop, renice_on_restart
 from .tts import TTS, HibariTTS, warm_first_words
 
 log = logging.getLogger(__name__)
@@ -91,13 +91,11 @@ class Stack(contextlib.AbstractContextManager):
                 if part is not None:
                     self.supervisor.watch(part)
             SILERO.warm()  # the sessions' voice meters (frame_vad.py): their first inference, not in a frame
-            llm_nice = cfg.llm_nice if cfg.backend_nice else 0
-            favour_the_frame_loop([self.listener.pid] if self.listener and self.listener.pid else [], cfg.backend_nice)
-            if self.server is not None and self.server.pid and llm_nice:
-                deprioritize([self.server.pid], llm_nice)
-            for part, nice in ((self.server, llm_nice), (self.listener, cfg.backend_nice)):
-                if part is not None:
-                    self.supervisor.subscribe(renice_on_restart(nice, self._pid_of, {part.name}))
+            parts = [(p, n) for p, n in ((self.server, cfg.llm_nice if cfg.backend_nice else 0),
+                                         (self.listener, cfg.backend_nice)) if p is not None]
+            favour_the_frame_loop({p.pid: n for p, n in parts if p.pid})
+            for part, nice in parts:
+                self.supervisor.subscribe(renice_on_restart(nice, self._pid_of, {part.name}))
         except BaseException:
             self._stack.close()
             raise

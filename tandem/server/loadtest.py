@@ -45,6 +45,11 @@ ANSWER_WINDOW_S = 4.0  # an answer counts when its word is heard this soon after
 # turn whose text has it was repaired, what a listener hears as a wrong start
 REPAIR_WORD = re.compile(r"\bsorry\b", re.IGNORECASE)
 
+
+def repaired(turn_texts: list[str]) -> int:
+    """How many of these turns' replies took back what they began."""
+    return sum(1 for x in turn_texts if REPAIR_WORD.search(x))
+
 # what users hear at capacity (issue 16, ARCHITECTURE "capacity"): every one must hold
 TARGETS = {"onset_client_median_s": 0.5, "onset_client_p95_s": 0.8, "answered_pct": 95.0}
 
@@ -196,7 +201,6 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
     heard = [x for r in reports for x in r.answers_heard_s]
     in_time = [x for x in heard if x is not None and x <= ANSWER_WINDOW_S]
     texts = [x for r in reports for x in r.turn_texts]
-    repaired = [x for x in texts if REPAIR_WORD.search(x)]
     return {
         "sessions": len(reports),
         "turns": sum(r.turns for r in reports),
@@ -204,7 +208,7 @@ def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> di
         "answers_judged": len(heard),
         "answered_pct": round(100 * len(in_time) / len(heard), 1) if heard else None,
         "answer_heard_median_s": round(statistics.median(in_time), 3) if in_time else None,
-        "repaired_pct": round(100 * len(repaired) / len(texts), 1) if texts else None,
+        "repaired_pct": round(100 * repaired(texts) / len(texts), 1) if texts else None,
         "onset_client_median_s": round(statistics.median(client), 3) if client else None,
         "onset_client_p95_s": _p95(client),
         "onset_client_max_s": round(max(client), 3) if client else None,
@@ -348,7 +352,7 @@ def _print_sessions(reports: list[SessionReport]) -> None:
         oc = f"{statistics.median(r.onsets_client_s):.2f} s" if r.onsets_client_s else "-"
         os_ = f"{statistics.median(r.onsets_server_s):.2f} s" if r.onsets_server_s else "-"
         ans = f"{sum(1 for x in r.answers_heard_s if x is not None and x <= ANSWER_WINDOW_S)}/{len(r.answers_heard_s)}"
-        fixed = f"{sum(1 for x in r.turn_texts if REPAIR_WORD.search(x))}/{len(r.turn_texts)}"
+        fixed = f"{repaired(r.turn_texts)}/{len(r.turn_texts)}"
         print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {fixed:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
               f"{r.underruns:>9} {r.input_lag_ms:>7.0f}ms {len(r.errors):>6}")
 
