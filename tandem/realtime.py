@@ -54,6 +54,19 @@ def deprioritize(pids: Iterable[int], nice: int) -> None:
         _nice_own_session(pid, nice)
 
 
+def autogroup_nice(pid: int) -> int | None:
+    """The niceness of the autogroup (a session's CPU group) that `pid` runs in; None where the kernel has
+    no autogroup scheduling or the process is in the default group, whose /proc/PID/autogroup is empty
+    (a process in the session of a container's init, as in CI)."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as f:
+            text = f.read()
+    except OSError:
+        return None
+    _, sep, nice = text.partition(" nice ")
+    return int(nice) if sep else None
+
+
 def _nice_own_session(pid: int, nice: int) -> None:
     """A process in a session of its own is, with the kernel's autogroup scheduling (Linux's default), in
     a CPU group of its own that shares the cores equally with ours whatever its threads' niceness: the
@@ -61,9 +74,8 @@ def _nice_own_session(pid: int, nice: int) -> None:
     try:
         if os.getsid(pid) == os.getsid(0):
             return
-        path = f"/proc/{pid}/autogroup"
-        if os.path.exists(path):
-            with open(path, "w") as f:
+        if autogroup_nice(pid) is not None:
+            with open(f"/proc/{pid}/autogroup", "w") as f:
                 f.write(str(nice))
     except OSError as e:
         log.warning("process %s runs in a session of its own and its CPU group's priority could not be lowered: %s",

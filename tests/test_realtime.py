@@ -11,7 +11,7 @@ import psutil
 from fakes import FakeFrontEnd, FakeListener
 from tandem import timeline as tl
 from tandem.audio import FRAME_SAMPLES
-from tandem.realtime import BACKEND_NICE, FrameWatch, settle_heap
+from tandem.realtime import BACKEND_NICE, FrameWatch, autogroup_nice, settle_heap
 from tandem.session import Session, SessionConfig
 
 
@@ -144,6 +144,5 @@ def test_the_embedded_llm_and_the_listener_run_at_their_own_niceness(monkeypatch
         assert nices == {3}, "lower than the Listener's is kept: the LLM was never reniced to the Listener's first"
         listener = {os.getpriority(os.PRIO_PROCESS, t.id) for t in psutil.Process(stack.listener.pid).threads()}
         assert listener == {7}
-        if os.path.exists(f"/proc/{stack.server.pid}/autogroup"):  # the LLM's session is a CPU group of its own
-            with open(f"/proc/{stack.server.pid}/autogroup") as f:
-                assert f.read().split("nice")[1].strip() == "3", "the group's niceness, which is what counts there"
+        if autogroup_nice(stack.server.pid) is not None:  # the LLM's session is a CPU group of its own
+            assert autogroup_nice(stack.server.pid) == 3, "the group's niceness, which is what counts there"

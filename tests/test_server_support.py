@@ -358,16 +358,13 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
 def test_deprioritize_lowers_the_cpu_group_of_a_process_in_a_session_of_its_own():
     import subprocess
 
+    from tandem.realtime import autogroup_nice as group_nice
     from tandem.realtime import deprioritize
-
-    def group_nice(pid: int) -> int:
-        with open(f"/proc/{pid}/autogroup") as f:
-            return int(f.read().split("nice")[1])
 
     own = subprocess.Popen(["sleep", "30"], start_new_session=True)
     ours = subprocess.Popen(["sleep", "30"])
     try:
-        before = group_nice(os.getpid())
+        before = group_nice(os.getpid())  # None in the default group (CI's container): left so as well
         deprioritize([own.pid, ours.pid], 9)
         assert group_nice(own.pid) == 9
         assert group_nice(os.getpid()) == group_nice(ours.pid) == before, "our own group is left alone"
@@ -451,3 +448,31 @@ async def test_a_session_that_cancels_its_stream_for_a_newer_partial_keeps_the_l
     newer = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
     await asyncio.gather(other, newer, return_exceptions=True)
     assert fake.order == ["A: what is", "A: what is the", "B: how many"]
+
+
+def test_autogroup_nice_reads_the_group_and_is_none_in_the_default_group(monkeypatch, tmp_path):
+    """The default group's /proc/PID/autogroup is empty (CI's container runs in it): no niceness to read,
+    and none written."""
+    import builtins
+
+    from tandem import realtime
+
+    contents = {"42": "/autogroup-604 nice 5\n", "43": ""}
+    real_open = builtins.open
+
+    def fake_proc_open(path, mode="r", *a, **k):  # noqa: ANN001
+        pid = str(path).split("/")[2] if str(path).startswith("/proc/") else None
+        if pid in contents:
+            if "w" in mode:
+                raise AssertionError("the default group is never written")
+            target = tmp_path / pid
+            target.write_text(contents[pid])
+            return real_open(target, mode, *a, **k)
+        return real_open(path, mode, *a, **k)
+
+    monkeypatch.setattr(realtime, "open", fake_proc_open, raising=False)
+    assert realtime.autogroup_nice(42) == 5
+    assert realtime.autogroup_nice(43) is None
+    assert realtime.autogroup_nice(2**22 + 7) is None  # no such process
+    monkeypatch.setattr(realtime.os, "getsid", lambda pid: pid)  # every pid a session of its own
+    realtime._nice_own_session(43, 9)
