@@ -55,6 +55,17 @@ def _normalized(text: str) -> str:
     return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
 
 
+def _squeezed(text: str) -> str:
+    """Text without its whitespace: the oracle is compared as the front-end reads it, token by token."""
+    return "".join(text.split())
+
+
+def _agree(a: str, b: str) -> bool:
+    """One text begins with the other (spacing aside)."""
+    a, b = _squeezed(a), _squeezed(b)
+    return a.startswith(b) or b.startswith(a)
+
+
 def _rest_after(held: str, reply: str) -> str | None:
     """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
     want = "".join(held.split())
@@ -351,6 +362,12 @@ class OracleScheduler:
         if not replying:
             self._opening = restate(request.standalone, short=self._llm_answers_soon(),
                                     short_words=cfg.short_opening_words) if cfg.restate else None
+            if self._opening and self._held_quietly() and not _agree(self._held, self._opening):
+                # an answer is held for this turn and the opening would begin otherwise: the reply is judged
+                # against the held answer as the LLM words it. Said first, the opening reset a right answer
+                # for the same one in its own words ("A spider has 8 legs." -> "It has 8 legs."), and the
+                # front-end, already saying it, repaired it: "A sorry, It has 8 legs."
+                self._opening = None
         elif self._opening and not still_fits(self._opening, request.standalone):
             self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
@@ -472,7 +489,7 @@ class OracleScheduler:
         While the oracle held begins with the reply, nothing; once the reply goes beyond it, the rest
         (after a reset, if the oracle held had ended or says something else)."""
         reply = (st.quiet or "") + text
-        held, said = "".join(self._held.split()), "".join(reply.split())
+        held, said = _squeezed(self._held), _squeezed(reply)
         if held.startswith(said) and not (end and said != held):
             st.quiet = reply
             if said == held:
@@ -488,6 +505,10 @@ class OracleScheduler:
         self._settle(st.final)
         return rest
 
+    def _held_quietly(self) -> bool:
+        """The oracle holds an answer for this turn that a newer stream keeps while its reply agrees."""
+        return self.config.keep_agreeing_oracle and bool(self._held.strip()) and not self._held_stale
+
     def _adopt(self, st: _Stream) -> None:
         if self._adopted is not None and self._adopted > st.sid:
             return  # a newer stream already speaks; this one is stale
@@ -495,7 +516,7 @@ class OracleScheduler:
             self._cancel(sid, "older than adopted")
         self._adopted = st.sid
         self.stats["adoptions"] += 1
-        if self.config.keep_agreeing_oracle and self._held.strip() and not self._held_stale:
+        if self._held_quietly():
             st.quiet = ""  # the oracle held stays until this reply says something else
             self.timeline.add(tl.LLM_ADOPT, stream=st.sid, quiet=True)
             if not st.final:

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from tandem.pronounce import respell
-from tandem.train.synth import FALLBACKS, OPENERS
+from tandem.openers import FALLBACKS, OPENERS, SHIPPED_OPENERS
 
 # what the shipped compact checkpoint still says (it was trained on the earlier OPENERS/FALLBACKS)
-SHIPPED = ["Hmm, good question.", "Hmm, I am not certain.", "Hmm,"]
+SHIPPED = SHIPPED_OPENERS + ["Hmm, I am not certain."]
 HUMS = {"hm", "hmm", "hmmm", "mm", "mmm", "mmmm"}  # how Whisper writes a hum
 CONTRACTIONS = {"i'm": "i am", "don't": "do not"}  # hibari reduces "I am" and Whisper writes "I'm"
 

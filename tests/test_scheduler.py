@@ -736,6 +736,31 @@ async def test_a_newer_stream_of_the_turn_resets_the_oracle_only_when_it_says_so
         await sched.aclose()
 
 
+@pytest.mark.parametrize("second, events, appended", [
+    ("A spider has 8 legs.", [], ""),  # the held answer again: the opening "It has" is not said over it
+    ("It has 12.", ["reset", "end"], "It has 12."),  # another answer: a reset, and the new reply
+])
+async def test_an_opening_that_begins_otherwise_than_the_answer_held_is_not_said(second, events, appended):
+    """An answer held from a partial that had no opening ("...a spider hat?"): the stream of the whole question,
+    whose opening would begin otherwise ("It has"), is judged on its reply alone, so the same answer in the
+    held words resets nothing (the opening reset it, and the front-end said "A sorry, It has 8 legs.")."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["A", " spider", " has", " 8", " legs."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True, min_turn_words=2)
+        sched.ttfts.append(0.1)  # an LLM that answers soon: the short opening ("It has")
+        sched.on_partial("How many legs does a spider hat?")
+        await until(lambda: ("end", "") in emitted)
+        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
+        n = len(emitted)
+        sched.on_final("How many legs does a spider have?")
+        await until(lambda: not sched.in_flight)
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        assert [k for k, _ in later if k != "append"] == events
+        assert "".join(t for k, t in later if k == "append") == appended
+        assert not timeline.of_kind(tl.RESTATE)
+        assert sched.settled
+        await sched.aclose()
+
+
 async def test_an_earlier_turns_oracle_is_never_kept_for_a_new_turn():
     """Held from the last question, "It is Jupiter." begins as a new reply "It is ..." does: a new turn's
     stream always resets, or the front-end could say the last answer again."""

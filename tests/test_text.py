@@ -173,3 +173,23 @@ def test_a_context_repeated_is_an_echo_and_a_new_turn_is_not():
     got = transcribe_in_context(w, [(np.zeros(10), ctx), (np.zeros(10), "")])
     assert [t.text for t in got] == ["and of a stray lia", "and of a stray lia"]
     assert w.calls == [ctx, "", ""], "only the decode that echoed its context is done again, without it"
+
+
+def test_the_llm_history_leaves_out_the_front_ends_openers():
+    from tandem.llm.prompt import recent_turns
+    from tandem.openers import without_openers
+
+    assert without_openers("Well, good question. It is Jupiter. Okay,") == "It is Jupiter."
+    assert without_openers("Okay, It has 8 legs.") == "It has 8 legs."
+    assert without_openers("Turn right, then left. I think so.") == "Turn right, then left. I think so."
+    assert without_openers("good question. Well,") == ""
+    turns = [("user", "Who wrote Romeo and Juliet?"), ("assistant", "Well, It was written by William Shakespeare. Well,"),
+             ("user", "What is the largest planet?"), ("assistant", "good question. Well,"),
+             ("user", "How many legs does a spider have?"), ("assistant", "well, well,"),
+             ("user", "What is the capital of France?")]
+    assert recent_turns(turns) == [
+        ("user", "Who wrote Romeo and Juliet?"), ("assistant", "It was written by William Shakespeare."),
+        ("user", "How many legs does a spider have? What is the capital of France?")], \
+        "an earlier unanswered question goes with its reply; the last one's joins the user's turn"
+    paused = [("user", "Who wrote the player?"), ("assistant", "Well,")]
+    assert recent_turns(paused, partial="Romeo and Juliet?") == [("user", "Who wrote the player? Romeo and Juliet?")]

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..openers import without_openers
+
 FORMS = ("chat", "lines", "auto")
 DEFAULT_FORM = "chat"
 
@@ -61,6 +63,28 @@ def as_repaired(reply: str) -> str:
     return left or reply.strip()
 
 
+def _answered(turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The assistant's turns as the answers they left (`as_repaired`, the front-end's openers left out:
+    `without_openers`); a small LLM shown openers answered with them ("well, well,"). A reply that was
+    openers alone ("Well, good question.") is left out: before the user's last turn, which then joins the
+    one before it (a reply begun in a pause the user went on after), and before an earlier one with the
+    question it left unanswered."""
+    out: list[tuple[str, str]] = []
+    for i, (role, text) in enumerate(turns):
+        if role == "assistant":
+            text = without_openers(as_repaired(text))
+            if not text:
+                last_user = i + 1 == len(turns) - 1 and turns[-1][0] == "user"
+                if out and out[-1][0] == "user" and not last_user:
+                    out.pop()
+                continue
+        if out and out[-1][0] == role:
+            out[-1] = (role, out[-1][1] + " " + text)
+        else:
+            out.append((role, text))
+    return out
+
+
 def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
                  keep: int = HISTORY_TURNS, asked: str = "") -> list[tuple[str, str]]:
     """The last `keep` turns of the dialogue with the live partial as the user's, consecutive lines of
@@ -76,7 +100,7 @@ def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
             merged[-1] = (role, merged[-1][1] + " " + text.strip())
         else:
             merged.append((role, text.strip()))
-    merged = [(role, as_repaired(text) if role == "assistant" else text) for role, text in merged]
+    merged = _answered(merged)
     if asked.strip() and merged and merged[-1][0] == "user":
         merged[-1] = ("user", asked.strip())
     kept = merged[-keep:] if keep > 0 else merged

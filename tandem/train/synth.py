@@ -108,9 +108,6 @@ PREAMBLES = ["so", "okay so", "hey", "quick question", "I was wondering", "um", 
 FILLERS = ["um", "uh", "like", "you know", "hmm", "er"]
 LEAD_INS = ["I'm planning a trip.", "I have a quiz tomorrow.", "My kid asked me this.", "This is for a crossword.",
             "I always forget this.", "Sorry, one more thing."]
-# only what the voice says right (tests/test_pronounce.py listens to each): hibari said "Hmm" as "home"
-OPENERS = ["Let me think.", "Well, good question.", "Okay, let me see.", "Right, so."]
-FALLBACKS = ["Sorry, I am not sure about that.", "I don't know that one, sorry.", "Well, I am not certain."]
 BACKCHANNELS = ["mm-hmm", "uh-huh", "yeah", "okay", "right", "I see", "yes", "mm", "sure", "got it"]
 BACKCHANNEL_S = (0.2, 0.6)  # how long one lasts (said as one word: "mm-hmm", "I see")
 CHARS_PER_S_USER = (11.0, 17.0)  # speaking-rate range for user turns
