@@ -37,11 +37,15 @@ from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
+from .same_answer import same_answer
 from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
 
 log = logging.getLogger(__name__)
 
 OPENING_FALLBACK = "something I am not sure of, sorry."
+# a newer reply that has left the answer held is judged by the time it has gone on this many words more
+# than the held one without ending a sentence (`keep_same_answer`)
+ANSWER_TOLD_WORDS = 6
 OracleEmit = Callable[[str, str], None]  # ("reset" | "restart" | "append" | "end" | "settled", text)
 
 
@@ -58,6 +62,14 @@ def _normalized(text: str) -> str:
 def _squeezed(text: str) -> str:
     """Text without its whitespace: the oracle is compared as the front-end reads it, token by token."""
     return "".join(text.split())
+
+
+def _answer_told(held: str, reply: str) -> bool:
+    """The reply has ended a sentence where it no longer says what `held` does, or gone on for
+    ANSWER_TOLD_WORDS words more than `held` has: enough to judge the answer it gives."""
+    h, r = _squeezed(held), _squeezed(reply)
+    i = next((k for k in range(min(len(h), len(r))) if h[k] != r[k]), min(len(h), len(r)))
+    return bool(re.search(r"[.!?]", r[i:])) or len(reply.split()) >= len(held.split()) + ANSWER_TOLD_WORDS
 
 
 def _agree(a: str, b: str) -> bool:
@@ -126,6 +138,9 @@ class SchedulerConfig:
     # same words, the Listener's reuse). The front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stopped,
     # where it would otherwise wait for the final: under load the model let such turns pass until then
     settle_on_pause: bool = True
+    # a newer stream whose reply gives the answer held in other words ("It has 8 legs." for "A spider has 8
+    # legs.", same_answer.py) keeps the held one: the front-end, saying it, would take it back for nothing
+    keep_same_answer: bool = True
 
 
 @dataclass
@@ -142,6 +157,7 @@ class _Stream:
     # for as long as the oracle held begins with it; None once it is the oracle's own
     quiet: str | None = None
     final: bool = False  # started on the turn's final transcript, or kept by it (it answers the final)
+    same_answer: bool = False  # its reply rewords the answer held, which stays (`keep_same_answer`)
 
     @property
     def usable(self) -> bool:
@@ -490,11 +506,20 @@ class OracleScheduler:
         (after a reset, if the oracle held had ended or says something else)."""
         reply = (st.quiet or "") + text
         held, said = _squeezed(self._held), _squeezed(reply)
-        if held.startswith(said) and not (end and said != held):
+        if st.same_answer or (held.startswith(said) and not (end and said != held)):
             st.quiet = reply
             if said == held:
                 self._settle(st.final)  # all the oracle holds is confirmed
             return ""
+        if self.config.keep_same_answer and self._held_ended:
+            if not (end or _answer_told(self._held, reply)):
+                st.quiet = reply  # judged once its answer is told
+                return ""
+            if same_answer(self._held, reply):
+                st.quiet, st.same_answer = reply, True
+                self.timeline.add(tl.LLM_KEEP, stream=st.sid, reason="the answer held, in other words", text=reply)
+                self._settle(st.final)
+                return ""
         st.quiet = None
         rest = None if self._held_ended else _rest_after(self._held, reply)
         if rest is None:

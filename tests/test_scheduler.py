@@ -761,6 +761,43 @@ async def test_an_opening_that_begins_otherwise_than_the_answer_held_is_not_said
         await sched.aclose()
 
 
+@pytest.mark.parametrize("second, events, appended", [
+    # the answer held in other words: kept, nothing sent
+    ("It was written by renowned English playwright William Shakespeare.", [], ""),
+    ("William Shakespeare.", [], ""),  # less of it
+    ("It was written by Christopher Marlowe.", ["reset", "end"], "It was written by Christopher Marlowe."),
+    ("It was not written by William Shakespeare.", ["reset", "end"], "It was not written by William Shakespeare."),
+])
+async def test_a_newer_reply_with_the_answer_held_in_other_words_keeps_it(second, events, appended):
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " was", " written", " by", " William", " Shakespeare."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("Who wrote the play Romeo")
+        await until(lambda: ("end", "") in emitted)
+        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
+        n = len(emitted)
+        sched.on_final("Who wrote the play Romeo and Juliet?")
+        await until(lambda: not sched.in_flight)
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        assert [k for k, _ in later if k != "append"] == events
+        assert "".join(t for k, t in later if k == "append") == appended
+        assert sched.settled
+        assert bool([k for k in timeline.of_kind(tl.LLM_KEEP) if "other words" in k.get("reason", "")]) == (not events)
+        await sched.aclose()
+
+
+def test_same_answer_compares_what_two_replies_answer():
+    from tandem.same_answer import same_answer
+
+    assert same_answer("A spider has 8 legs.", "It has eight legs.")
+    assert same_answer("It has eight legs.", "A spider has 8 legs.")
+    assert same_answer("It is Paris.", "It is.")  # says less: the held answer stands
+    assert not same_answer("It is New York City.", "It is Paris.")
+    assert not same_answer("It is 12.", "It has 8 legs.")
+    assert not same_answer("It is Sydney.", "It is not Sydney, it is Canberra.")
+    assert not same_answer("It was written.", "It was written by Shakespeare."), "held names no answer"
+    assert not same_answer("It is", "It is Paris.")
+
+
 async def test_an_earlier_turns_oracle_is_never_kept_for_a_new_turn():
     """Held from the last question, "It is Jupiter." begins as a new reply "It is ..." does: a new turn's
     stream always resets, or the front-end could say the last answer again."""
