@@ -72,12 +72,6 @@ def _answer_told(held: str, reply: str) -> bool:
     return bool(re.search(r"[.!?]", r[i:])) or len(reply.split()) >= len(held.split()) + ANSWER_TOLD_WORDS
 
 
-def _agree(a: str, b: str) -> bool:
-    """One text begins with the other (spacing aside)."""
-    a, b = _squeezed(a), _squeezed(b)
-    return a.startswith(b) or b.startswith(a)
-
-
 def _rest_after(held: str, reply: str) -> str | None:
     """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
     want = "".join(held.split())
@@ -378,12 +372,6 @@ class OracleScheduler:
         if not replying:
             self._opening = restate(request.standalone, short=self._llm_answers_soon(),
                                     short_words=cfg.short_opening_words) if cfg.restate else None
-            if self._opening and self._held_quietly() and not _agree(self._held, self._opening):
-                # an answer is held for this turn and the opening would begin otherwise: the reply is judged
-                # against the held answer as the LLM words it. Said first, the opening reset a right answer
-                # for the same one in its own words ("A spider has 8 legs." -> "It has 8 legs."), and the
-                # front-end, already saying it, repaired it: "A sorry, It has 8 legs."
-                self._opening = None
         elif self._opening and not still_fits(self._opening, request.standalone):
             self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening

@@ -191,5 +191,7 @@ def test_the_llm_history_leaves_out_the_front_ends_openers():
         ("user", "Who wrote Romeo and Juliet?"), ("assistant", "It was written by William Shakespeare."),
         ("user", "How many legs does a spider have? What is the capital of France?")], \
         "an earlier unanswered question goes with its reply; the last one's joins the user's turn"
+    assert recent_turns([("user", "Who wrote it?"), ("assistant", "written by William Shakespeare.")])[1] == \
+        ("assistant", "Written by William Shakespeare."), "a reply whose first word was cut reads as a sentence"
     paused = [("user", "Who wrote the player?"), ("assistant", "Well,")]
     assert recent_turns(paused, partial="Romeo and Juliet?") == [("user", "Who wrote the player? Romeo and Juliet?")]

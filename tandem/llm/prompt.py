@@ -73,6 +73,9 @@ def _answered(turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
     for i, (role, text) in enumerate(turns):
         if role == "assistant":
             text = without_openers(as_repaired(text))
+            # as a sentence: shown a reply whose first word was cut ("written by William Shakespeare."), a small
+            # LLM went on in lower case and copied it into the next answers ("the cap is a caped skeleton.")
+            text = text[:1].upper() + text[1:]
             if not text:
                 last_user = i + 1 == len(turns) - 1 and turns[-1][0] == "user"
                 if out and out[-1][0] == "user" and not last_user:
