@@ -65,7 +65,7 @@ def test_prompts_carry_the_dialogue_and_the_partial():
     turns = [("user", "hi"), ("assistant", "hello")]
     msgs = oracle_messages(turns, "what is the capital of")
     assert msgs[0]["role"] == "system" and "30 words" in msgs[0]["content"]
-    assert msgs[1]["content"] == "user: hi\nassistant: hello\nuser: what is the capital of"
+    assert msgs[1]["content"] == "user: hi\nassistant: Hello\nuser: what is the capital of"
     auto = answer_messages(turns, "what is the capital of", form="auto")
     assert [m["role"] for m in auto] == ["system", "user", "assistant", "user"], "chat once the assistant spoke"
     first = answer_messages([], "what is the capital of", form="auto")
@@ -119,9 +119,9 @@ def test_the_prompt_shows_the_llm_the_current_turn_and_two_exchanges_before_it()
 
     turns = []
     for i in range(6):
-        turns += [("user", f"question {i}?"), ("assistant", f"answer {i}.")]
+        turns += [("user", f"question {i}?"), ("assistant", f"Answer {i}.")]
     msgs = answer_messages(turns, partial="and the last one")
-    assert [m["content"] for m in msgs[1:]] == ["question 4?", "answer 4.", "question 5?", "answer 5.",
+    assert [m["content"] for m in msgs[1:]] == ["question 4?", "Answer 4.", "question 5?", "Answer 5.",
                                                 "and the last one"]
     assert len(msgs) - 1 == HISTORY_TURNS and msgs[1]["role"] == "user"
     lines = answer_messages(turns, partial="and the last one", form="lines")[1]["content"]
