@@ -494,12 +494,14 @@ class OracleScheduler:
         (after a reset, if the oracle held had ended or says something else)."""
         reply = (st.quiet or "") + text
         held, said = _squeezed(self._held), _squeezed(reply)
-        if st.same_answer or (held.startswith(said) and not (end and said != held)):
+        prefix = held.startswith(said)
+        if st.same_answer or (prefix and not (end and said != held)):
             st.quiet = reply
             if said == held:
                 self._settle(st.final)  # all the oracle holds is confirmed
             return ""
-        if self.config.keep_same_answer and self._held_ended:
+        # (a reply that ends within the held answer is its shorter form: it ends the held one's longer tail)
+        if self.config.keep_same_answer and self._held_ended and not prefix:
             if not (end or _answer_told(self._held, reply)):
                 st.quiet = reply  # judged once its answer is told
                 return ""

@@ -102,7 +102,8 @@ async def test_cascade_stops_at_once_when_talked_over_and_answers_the_next_quest
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     said = heard_words(out)
     assert 4 <= len(said) < len(WORDS)
-    assert msgs[2]["content"] == " ".join(said)
+    heard = " ".join(said)
+    assert msgs[2]["content"] == heard[:1].upper() + heard[1:], "as a sentence"
     assert sess.timeline.of_kind(tl.ASSISTANT_CUT), "the cut sentence is on the timeline"
     assert "Madrid" in " ".join(e["text"] for e in sess.timeline.of_kind(tl.ASSISTANT_TEXT))
 
@@ -159,7 +160,8 @@ async def test_tandem_history_after_a_barge_in_holds_only_what_was_voiced():
     assert asked, "the next question went to the LLM"
     said = heard_words(out)
     assert 2 <= len(said) < 16
-    assert assistant_said(asked[0]) == " ".join(said)
+    heard = " ".join(said)
+    assert assistant_said(asked[0]) == heard[:1].upper() + heard[1:]
 
 
 def test_unsay_keeps_the_words_heard_in_full():
