@@ -207,6 +207,44 @@ def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_
     assert any(after), "and once the user stops, the front-end answers"
 
 
+def test_a_model_that_pauses_a_frame_in_the_interruption_still_answers_it():
+    """Live, under load: the drop hushed the model, it chose silence for one frame while the user still spoke,
+    the hush lifted, and it went on with the dropped reply, which the Mouth kept unsaid; its words kept the turn
+    from arming, so the answer fed once the user stopped never counted, and the session said nothing for 4 s.
+    The hush lasts as long as the Mouth holds back."""
+    from fakes import WordTTS
+    from tandem.frontends.compact.tokenizer import START
+
+    fe = CompactFrontEnd(tts=WordTTS())
+    words = fe.tokenizer.encode(" once upon a time there was a dragon who lived in a cave far away from the city and"
+                                " every night it flew over the hills looking for something new to eat before dawn")
+    script_model(fe, [PAD] * 2 + words[:16] + [PAD] + words * 3)
+    answer = fe.tokenizer.encode(" Paris")[0]
+    said: list[str] = []
+
+    def frame(vad: float, transcript: str = "", oracle: int = PAD) -> None:
+        out = fe.step(UserFrame(np.zeros(1920, np.float32), vad, vad > 0.5, transcript), oracle)
+        while fe.voicer.synthesizing:
+            time.sleep(0.001)
+        said.extend(out.text)
+
+    for _ in range(10):
+        frame(0.02)
+    for i in range(8):
+        frame(0.9, "Stop, stop." if i > 3 else "")
+    assert [d.action for d in fe.mouth.decisions][-1] == "drop"
+    n = len(said)
+    question = "Stop, stop. What is the capital of France?"
+    for _ in range(4):
+        frame(0.9, question)  # the model's one quiet frame comes here
+    for o in (START, answer):
+        frame(0.02, question, o)
+    assert fe.state.hushed and fe.state.answer_waiting, "still hushed, with the answer counted"
+    for _ in range(20):
+        frame(0.02, question)
+    assert said[n:], "the turn is taken (a scripted model says its script, where the real one reads the answer)"
+
+
 class FakeVoicer:
     """Records what the Mouth hands the voice; `left` is the audio it says is still to play."""
 

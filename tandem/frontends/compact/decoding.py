@@ -236,8 +236,12 @@ class CompactState:
         if not speaking(vad_prob):
             logp = without_yield(logp)
         if self.hushed and forced is None:
-            if int(torch.argmax(logp)) <= END or turn_due(self.answer_waiting, self.turn_start.quiet, settled):
-                self.hushed = False  # it stopped by itself, or the interruption's answer is due
+            # it stopped by itself, once the Mouth no longer holds back (a frame's silence while the user still
+            # spoke lifted it, and the dropped reply it went on with, kept unsaid, never let the turn arm for the
+            # interruption's answer), or the interruption's answer is due
+            if (int(torch.argmax(logp)) <= END and not self.holding_back) \
+                    or turn_due(self.answer_waiting, self.turn_start.quiet, settled):
+                self.hushed = False
             else:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
                 forced = PAD
