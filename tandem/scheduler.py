@@ -37,12 +37,12 @@ from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
+from .openers import OPENING_FALLBACK
 from .same_answer import same_answer
 from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
 
 log = logging.getLogger(__name__)
 
-OPENING_FALLBACK = "something I am not sure of, sorry."
 # a newer reply that has left the answer held is judged by the time it has gone on this many words more
 # than the held one without ending a sentence (`keep_same_answer`)
 ANSWER_TOLD_WORDS = 6

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ..openers import without_openers
+from ..openers import gave_up, without_openers
 
 FORMS = ("chat", "lines", "auto")
 DEFAULT_FORM = "chat"
@@ -66,13 +66,14 @@ def as_repaired(reply: str) -> str:
 def _answered(turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The assistant's turns as the answers they left (`as_repaired`, the front-end's openers left out:
     `without_openers`); a small LLM shown openers answered with them ("well, well,"). A reply that was
-    openers alone ("Well, good question.") is left out: before the user's last turn, which then joins the
+    openers alone ("Well, good question."), or that gave up (a fallback: shown "It is something I am not sure
+    of, sorry.", SmolLM2 said it to every later question of a loadtest session), is left out: before the user's last turn, which then joins the
     one before it (a reply begun in a pause the user went on after), and before an earlier one with the
     question it left unanswered."""
     out: list[tuple[str, str]] = []
     for i, (role, text) in enumerate(turns):
         if role == "assistant":
-            text = without_openers(as_repaired(text))
+            text = "" if gave_up(text) else without_openers(as_repaired(text))
             # as a sentence: shown a reply whose first word was cut ("written by William Shakespeare."), a small
             # LLM went on in lower case and copied it into the next answers ("the cap is a caped skeleton.")
             text = text[:1].upper() + text[1:]
