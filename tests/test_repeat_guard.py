@@ -50,3 +50,12 @@ def test_short_replies_may_be_the_same_twice():
 def test_with_no_earlier_reply_everything_passes_at_once():
     g = RepeatGuard(earlier_replies((), "What is it?"))
     assert g.push("The") == "The"
+
+
+def test_a_guess_taken_back_is_no_earlier_reply():
+    """The spider question's turn began with the planet's answer, taken back ("sorry,"): the planet question
+    asked again later still gets its answer."""
+    turns = (("user", "How many legs does a spider have?"),
+             ("assistant", "The largest planet in the solar system is Jupiter. sorry, It has 8 legs."))
+    answer = ["The largest planet in the solar system is Jupiter."]
+    assert guarded("What is the largest planet in the solar system?", answer, turns, partial=False) == (answer[0], False)

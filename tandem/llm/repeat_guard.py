@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from .prompt import as_repaired
+
 MIN_WORDS = 4
 _WORD = re.compile(r"[a-z0-9']+")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
@@ -47,7 +49,9 @@ def earlier_replies(turns: tuple[tuple[str, str], ...] | list[tuple[str, str]], 
         if role == "user":
             last_user = _words(text)
         elif role == "assistant":
-            words = _words(_first_sentence(text))
+            # as the reply was left: a guess taken back ("The largest planet ... is Jupiter. sorry, It has 8
+            # legs.") was no reply to its question, and cut the next question's right answer as a repeat
+            words = _words(_first_sentence(as_repaired(text)))
             if len(words) >= MIN_WORDS and not _same_question(last_user, asked, partial):
                 out.append(words)
     return out
