@@ -37,7 +37,7 @@ from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
 from .llm.client import LLMError
 from .providers.base import OracleProvider, OracleRequest
-from .openers import OPENING_FALLBACK
+from .openers import OPENING_FALLBACK, gave_up
 from .same_answer import same_answer
 from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
 
@@ -522,7 +522,8 @@ class OracleScheduler:
 
     def _held_quietly(self) -> bool:
         """The oracle holds an answer for this turn that a newer stream keeps while its reply agrees."""
-        return self.config.keep_agreeing_oracle and bool(self._held.strip()) and not self._held_stale
+        return (self.config.keep_agreeing_oracle and bool(self._held.strip()) and not self._held_stale
+                and not gave_up(self._held))  # a fallback held is no answer to keep ("It is something I am not sure of")
 
     def _adopt(self, st: _Stream) -> None:
         if self._adopted is not None and self._adopted > st.sid:

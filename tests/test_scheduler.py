@@ -873,3 +873,22 @@ def test_a_fresh_reset_feeds_the_start_token_again_under_every_policy():
                 assert again[:4] == [START_ID, 10, 11, 12], (name, fresh, again)
             else:
                 assert START_ID not in again, (name, again)  # the prefix policy keeps what repeats it
+
+
+async def test_a_fallback_held_is_not_kept_by_a_stream_that_begins_as_it_does():
+    """A partial's stream gave nothing the opening could go on with ("It is" + the fallback): the final's stream,
+    opening "It is" too, resets it rather than keep "something I am not sure of" as the answer."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=[])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.ttfts.append(0.1)
+        sched.on_partial("What is the capital of France")
+        await until(lambda: ("end", "") in emitted)
+        assert "not sure" in "".join(t for k, t in emitted if k == "append")
+        srv.behaviour.tokens = ["It", " is", " Paris."]
+        n = len(emitted)
+        sched.on_final("What is the capital of France?")
+        assert ("reset", "") in emitted[n:], "at once, with the opening: the fallback is not read on meanwhile"
+        await until(lambda: not sched.in_flight)
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        assert "".join(t for k, t in later if k == "append").split() == ["It", "is", "Paris."]
+        await sched.aclose()

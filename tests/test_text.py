@@ -189,12 +189,13 @@ def test_the_llm_history_leaves_out_the_front_ends_openers():
              ("user", "What is the capital of France?")]
     assert recent_turns(turns) == [
         ("user", "Who wrote Romeo and Juliet?"), ("assistant", "It was written by William Shakespeare."),
-        ("user", "How many legs does a spider have? What is the capital of France?")], \
-        "an earlier unanswered question goes with its reply; the last one's joins the user's turn"
+        ("user", "What is the capital of France?")], "an unanswered question goes with its reply"
     assert recent_turns([("user", "Who wrote it?"), ("assistant", "written by William Shakespeare.")])[1] == \
         ("assistant", "Written by William Shakespeare."), "a reply whose first word was cut reads as a sentence"
     gave_up = [("user", "What is the largest planet?"), ("assistant", "It is something I am not sure of, sorry."),
                ("user", "How many legs does a spider have?"), ("assistant", "It has 8 legs."), ("user", "And Paris?")]
     assert recent_turns(gave_up)[0] == ("user", "How many legs does a spider have?"), "a fallback answers nothing"
-    paused = [("user", "Who wrote the player?"), ("assistant", "Well,")]
-    assert recent_turns(paused, partial="Romeo and Juliet?") == [("user", "Who wrote the player? Romeo and Juliet?")]
+    repaired = [("user", "What is the largest planet?"), ("assistant", "It is something I am not sure of, sorry. sorry, It is Jupiter."),
+                ("user", "How many legs?")]
+    assert recent_turns(repaired) == [("user", "What is the largest planet?"), ("assistant", "It is Jupiter."),
+                                      ("user", "How many legs?")], "a fallback taken back gave up nothing"

@@ -67,19 +67,19 @@ def _answered(turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The assistant's turns as the answers they left (`as_repaired`, the front-end's openers left out:
     `without_openers`); a small LLM shown openers answered with them ("well, well,"). A reply that was
     openers alone ("Well, good question."), or that gave up (a fallback: shown "It is something I am not sure
-    of, sorry.", SmolLM2 said it to every later question of a loadtest session), is left out: before the user's last turn, which then joins the
-    one before it (a reply begun in a pause the user went on after), and before an earlier one with the
-    question it left unanswered."""
+    of, sorry.", SmolLM2 said it to every later question of a loadtest session), is left out with the
+    question it left unanswered. (Joined to the next question instead, the two were asked as one, and the
+    LLM answered the first again: "How many legs?" got "It is Jupiter.")"""
     out: list[tuple[str, str]] = []
-    for i, (role, text) in enumerate(turns):
+    for role, text in turns:
         if role == "assistant":
-            text = "" if gave_up(text) else without_openers(as_repaired(text))
+            text = as_repaired(text)
+            text = "" if gave_up(text) else without_openers(text)
             # as a sentence: shown a reply whose first word was cut ("written by William Shakespeare."), a small
             # LLM went on in lower case and copied it into the next answers ("the cap is a caped skeleton.")
             text = text[:1].upper() + text[1:]
             if not text:
-                last_user = i + 1 == len(turns) - 1 and turns[-1][0] == "user"
-                if out and out[-1][0] == "user" and not last_user:
+                if out and out[-1][0] == "user":
                     out.pop()
                 continue
         if out and out[-1][0] == role:
