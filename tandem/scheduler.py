@@ -501,7 +501,9 @@ class OracleScheduler:
                 self._settle(st.final)  # all the oracle holds is confirmed
             return ""
         # (a reply that ends within the held answer is its shorter form: it ends the held one's longer tail)
-        if self.config.keep_same_answer and self._held_ended and not prefix:
+        # judged only while the front-end says the held answer, where a reset is a repair: before, the newer
+        # stream's reply (of more of the question) goes at once, and a wrong guess held is not read meanwhile
+        if self.config.keep_same_answer and self._held_ended and not prefix and self._saying():
             if not (end or _answer_told(self._held, reply)):
                 st.quiet = reply  # judged once its answer is told
                 return ""
@@ -519,6 +521,10 @@ class OracleScheduler:
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", agreed=len(self._held))
         self._settle(st.final)
         return rest
+
+    def _saying(self) -> bool:
+        """The front-end has begun its reply to this turn, or its voice is busy."""
+        return self.conv.reply_under_way() or self.talking()
 
     def _held_quietly(self) -> bool:
         """The oracle holds an answer for this turn that a newer stream keeps while its reply agrees."""

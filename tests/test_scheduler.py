@@ -741,14 +741,15 @@ async def test_a_newer_stream_of_the_turn_resets_the_oracle_only_when_it_says_so
     ("It has 12.", ["reset", "end"], "It has 12."),  # another answer: a reset, and the opening with the reply
 ])
 async def test_an_opening_that_begins_otherwise_than_the_answer_held_waits_for_the_reply(second, events, appended):
-    """An answer held from a partial that had no opening ("...a spider hat?"): the stream of the whole question
-    opens otherwise ("It has"), and is judged once its reply tells the answer, so the same answer resets
-    nothing (said at once, the opening reset it, and the front-end said "A sorry, It has 8 legs.")."""
+    """An answer held from a partial that had no opening ("...a spider hat?"), its first word said: the stream of
+    the whole question is judged once its reply tells the answer, so the same answer resets nothing (its
+    opening "It has", said at once, reset it, and the front-end said "A sorry, It has 8 legs.")."""
     with FakeOpenAIServer(FakeLLMBehaviour(tokens=["A", " spider", " has", " 8", " legs."])) as srv:
         sched, timeline, emitted = make(srv, restate=True, min_turn_words=2)
         sched.ttfts.append(0.1)  # an LLM that answers soon: the short opening ("It has")
         sched.on_partial("How many legs does a spider hat?")
         await until(lambda: ("end", "") in emitted)
+        sched.conv.on_assistant("A")  # the front-end says the held answer
         srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
         n = len(emitted)
         sched.on_final("How many legs does a spider have?")
@@ -756,7 +757,6 @@ async def test_an_opening_that_begins_otherwise_than_the_answer_held_waits_for_t
         later = [e for e in emitted[n:] if e[0] != "settled"]
         assert [k for k, _ in later if k != "append"] == events
         assert "".join(t for k, t in later if k == "append") == appended
-        assert timeline.of_kind(tl.RESTATE), "the opening is made, and held back"
         assert sched.settled
         await sched.aclose()
 
@@ -773,6 +773,7 @@ async def test_a_newer_reply_with_the_answer_held_in_other_words_keeps_it(second
         sched, timeline, emitted = make(srv)
         sched.on_partial("Who wrote the play Romeo")
         await until(lambda: ("end", "") in emitted)
+        sched.conv.on_assistant("It was")  # the front-end says the held answer
         srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
         n = len(emitted)
         sched.on_final("Who wrote the play Romeo and Juliet?")
@@ -891,4 +892,19 @@ async def test_a_fallback_held_is_not_kept_by_a_stream_that_begins_as_it_does():
         await until(lambda: not sched.in_flight)
         later = [e for e in emitted[n:] if e[0] != "settled"]
         assert "".join(t for k, t in later if k == "append").split() == ["It", "is", "Paris."]
+        await sched.aclose()
+
+
+async def test_before_the_front_end_says_the_held_answer_a_newer_reply_goes_at_once():
+    """Nothing of the held answer said yet: no repair to spare, so the newer stream (of more of the question)
+    resets the oracle at once with its opening, and a wrong guess held is not read while its reply comes."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["A", " spider", " has", " 8", " legs."])) as srv:
+        sched, timeline, emitted = make(srv, restate=True)
+        sched.ttfts.append(0.1)
+        sched.on_partial("How many legs does a spider hat?")
+        await until(lambda: ("end", "") in emitted)
+        n = len(emitted)
+        sched.on_final("How many legs does a spider have?")
+        assert ("reset", "") in emitted[n:], "at once, with the opening"
+        await until(lambda: not sched.in_flight)
         await sched.aclose()
