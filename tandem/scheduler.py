@@ -74,7 +74,7 @@ def _answer_told(held: str, reply: str) -> bool:
 
 def _rest_after(held: str, reply: str) -> str | None:
     """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
-    want = "".join(held.split())
+    want = _squeezed(held)
     i = n = 0
     while n < len(want):
         if i >= len(reply):
@@ -491,7 +491,8 @@ class OracleScheduler:
     def _agreeing(self, st: _Stream, text: str, end: bool = False) -> str:
         """For a stream adopted quietly: what to append of its reply so far (`text` the newest piece).
         While the oracle held begins with the reply, nothing; once the reply goes beyond it, the rest
-        (after a reset, if the oracle held had ended or says something else)."""
+        (after a reset, if the oracle held had ended or says something else), unless, while the front-end
+        says the held answer, the reply gives that answer in other words (`keep_same_answer`): then nothing."""
         reply = (st.quiet or "") + text
         held, said = _squeezed(self._held), _squeezed(reply)
         prefix = held.startswith(said)
@@ -500,9 +501,9 @@ class OracleScheduler:
             if said == held:
                 self._settle(st.final)  # all the oracle holds is confirmed
             return ""
-        # (a reply that ends within the held answer is its shorter form: it ends the held one's longer tail)
         # judged only while the front-end says the held answer, where a reset is a repair: before, the newer
-        # stream's reply (of more of the question) goes at once, and a wrong guess held is not read meanwhile
+        # stream's reply (of more of the question) goes at once, and a wrong guess held is not read meanwhile.
+        # A reply that ends within the held answer is its shorter form: it ends the held one's longer tail
         if self.config.keep_same_answer and self._held_ended and not prefix and self._saying():
             if not (end or _answer_told(self._held, reply)):
                 st.quiet = reply  # judged once its answer is told
