@@ -717,23 +717,35 @@ async def test_a_newer_stream_that_agrees_keeps_the_oracle_and_adds_only_what_is
         await sched.aclose()
 
 
+async def second_reply(first: list[str], partial: str, final: str, second: str, said: str = "", **cfg):
+    """A partial's stream answers `first` (its tokens) to the end; the front-end has said `said` of it; the
+    final's stream answers `second`. Returns the scheduler, its timeline and what was emitted after the final
+    (the settled flags left out)."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=first)) as srv:
+        sched, timeline, emitted = make(srv, **cfg)
+        if cfg.get("restate"):
+            sched.ttfts.append(0.1)  # an LLM that answers soon: the short opening ("It has")
+        sched.on_partial(partial)
+        await until(lambda: ("end", "") in emitted)
+        if said:
+            sched.conv.on_assistant(said)
+        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
+        n = len(emitted)
+        sched.on_final(final)
+        await until(lambda: not sched.in_flight)
+        await sched.aclose()
+    return sched, timeline, [e for e in emitted[n:] if e[0] != "settled"]
+
+
 @pytest.mark.parametrize("second, events, appended", [
     ("It is Neptune.", [], ""),  # the same reply again: nothing but the settled flag
     ("It is Jupiter.", ["reset", "end"], "It is Jupiter."),  # another reply: a reset, and all of it
 ])
 async def test_a_newer_stream_of_the_turn_resets_the_oracle_only_when_it_says_something_else(second, events, appended):
-    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " is", " Neptune."])) as srv:
-        sched, timeline, emitted = make(srv)
-        sched.on_partial("what is the largest planet")
-        await until(lambda: ("end", "") in emitted)
-        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
-        n = len(emitted)
-        sched.on_final("What is the largest planet in the solar system?")
-        await until(lambda: not sched.in_flight)
-        later = [e for e in emitted[n:] if e[0] != "settled"]
-        assert [k for k, _ in later if k != "append"] == events
-        assert "".join(t for k, t in later if k == "append") == appended
-        await sched.aclose()
+    sched, timeline, later = await second_reply(["It", " is", " Neptune."], "what is the largest planet",
+                                                "What is the largest planet in the solar system?", second)
+    assert [k for k, _ in later if k != "append"] == events
+    assert "".join(t for k, t in later if k == "append") == appended
 
 
 @pytest.mark.parametrize("second, events, appended", [
@@ -744,21 +756,11 @@ async def test_an_opening_that_begins_otherwise_than_the_answer_held_waits_for_t
     """An answer held from a partial that had no opening ("...a spider hat?"), its first word said: the stream of
     the whole question is judged once its reply tells the answer, so the same answer resets nothing (its
     opening "It has", said at once, reset it, and the front-end said "A sorry, It has 8 legs.")."""
-    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["A", " spider", " has", " 8", " legs."])) as srv:
-        sched, timeline, emitted = make(srv, restate=True, min_turn_words=2)
-        sched.ttfts.append(0.1)  # an LLM that answers soon: the short opening ("It has")
-        sched.on_partial("How many legs does a spider hat?")
-        await until(lambda: ("end", "") in emitted)
-        sched.conv.on_assistant("A")  # the front-end says the held answer
-        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
-        n = len(emitted)
-        sched.on_final("How many legs does a spider have?")
-        await until(lambda: not sched.in_flight)
-        later = [e for e in emitted[n:] if e[0] != "settled"]
-        assert [k for k, _ in later if k != "append"] == events
-        assert "".join(t for k, t in later if k == "append") == appended
-        assert sched.settled
-        await sched.aclose()
+    sched, timeline, later = await second_reply(["A", " spider", " has", " 8", " legs."], "How many legs does a spider hat?",
+                                                "How many legs does a spider have?", second, said="A", restate=True)
+    assert [k for k, _ in later if k != "append"] == events
+    assert "".join(t for k, t in later if k == "append") == appended
+    assert sched.settled
 
 
 @pytest.mark.parametrize("second, events, appended", [
@@ -769,21 +771,13 @@ async def test_an_opening_that_begins_otherwise_than_the_answer_held_waits_for_t
     ("It was not written by William Shakespeare.", ["reset", "end"], "It was not written by William Shakespeare."),
 ])
 async def test_a_newer_reply_with_the_answer_held_in_other_words_keeps_it(second, events, appended):
-    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " was", " written", " by", " William", " Shakespeare."])) as srv:
-        sched, timeline, emitted = make(srv)
-        sched.on_partial("Who wrote the play Romeo")
-        await until(lambda: ("end", "") in emitted)
-        sched.conv.on_assistant("It was")  # the front-end says the held answer
-        srv.behaviour.tokens = [w if i == 0 else " " + w for i, w in enumerate(second.split())]
-        n = len(emitted)
-        sched.on_final("Who wrote the play Romeo and Juliet?")
-        await until(lambda: not sched.in_flight)
-        later = [e for e in emitted[n:] if e[0] != "settled"]
-        assert [k for k, _ in later if k != "append"] == events
-        assert "".join(t for k, t in later if k == "append") == appended
-        assert sched.settled
-        assert bool([k for k in timeline.of_kind(tl.LLM_KEEP) if "other words" in k.get("reason", "")]) == (not events)
-        await sched.aclose()
+    sched, timeline, later = await second_reply(["It", " was", " written", " by", " William", " Shakespeare."],
+                                                "Who wrote the play Romeo", "Who wrote the play Romeo and Juliet?",
+                                                second, said="It was")
+    assert [k for k, _ in later if k != "append"] == events
+    assert "".join(t for k, t in later if k == "append") == appended
+    assert sched.settled
+    assert bool([k for k in timeline.of_kind(tl.LLM_KEEP) if "other words" in k.get("reason", "")]) == (not events)
 
 
 def test_same_answer_compares_what_two_replies_answer():
