@@ -210,16 +210,29 @@ class OracleScheduler:
             self._opening = None
             self._held_stale = True
 
-    def reply_dropped(self) -> None:
+    def reply_dropped(self, by_words: bool = False) -> None:
         """The user interrupted the reply and the front-end dropped it: the oracle held is no longer being
         read, so the next stream restarts it, start token and all, even where it says the same words (a
         "restart": the oracle policy feeds its start token again, `OracleStream.reset(fresh=True)`). Adopted
         quietly, or reset under the prefix policy, which goes on with an oracle that repeats the one fed,
         it fed nothing new, and a front-end hushed by the interruption heard no answer to take its turn
         with: a question the user went on with after a pause ("Who wrote the player?" ... "Romeo and
-        Juliet?") was answered 2.1 s after its end, or not at all."""
+        Juliet?") was answered 2.1 s after its end, or not at all.
+
+        `by_words`: the user's words dropped it. Where they are this turn's own (no new turn began) and the
+        oracle already answers the turn's final, the front-end began its reply while the user still asked,
+        and no newer stream will come: the answer held is fed afresh at once, for the hushed front-end to say
+        once the user stops (in a loadtest the final's words dropped "It was" and the turn got nothing)."""
+        refeed = by_words and self.settled and not self._held_stale and bool(self._held.strip())
         self._held_stale = True
         self._restart_due = True
+        if refeed:
+            held, ended = self._held, self._held_ended
+            self._send("reset")  # a restart: `_restart_due`
+            self._send("append", held)
+            if ended:
+                self._send("end")
+            self.timeline.add(tl.LLM_KEEP, stream=self._adopted, reason="answer fed again after the reply was dropped")
 
     def on_partial(self, text: str, paused: bool = False) -> None:
         """`paused`: the Listener decoded it as the user paused, all their voiced audio so far."""

@@ -902,3 +902,28 @@ async def test_before_the_front_end_says_the_held_answer_a_newer_reply_goes_at_o
         assert ("reset", "") in emitted[n:], "at once, with the opening"
         await until(lambda: not sched.in_flight)
         await sched.aclose()
+
+
+@pytest.mark.parametrize("new_turn", [False, True])
+async def test_a_reply_dropped_by_the_turns_own_words_gets_its_answer_fed_again(new_turn):
+    """The front-end began "It was" while the user still asked; the final's words dropped it, and the final's
+    stream agreed with the held answer, so nothing new came for the hushed front-end. The settled answer is
+    fed afresh at once. Not where a new turn's words dropped the reply: that turn's stream brings its answer."""
+    words = ["It", " was", " written", " by", " William", " Shakespeare."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=words)) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("Who wrote the play Romeo and Juliet?")
+        await until(lambda: ("end", "") in emitted)
+        sched.conv.on_assistant("It was")
+        sched.on_final("Who wrote the play Romeo and Juliet?")
+        assert sched.settled
+        if new_turn:
+            sched.on_partial("No wait")
+        n = len(emitted)
+        sched.reply_dropped(by_words=True)
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        if new_turn:
+            assert later == []
+        else:
+            assert later == [("restart", ""), ("append", "It was written by William Shakespeare."), ("end", "")]
+        await sched.aclose()
