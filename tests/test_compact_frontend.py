@@ -291,3 +291,33 @@ def test_words_read_ahead_join_the_next_segment_and_the_first_word_still_goes_al
         mouth.say(t, False, SILENT, voiced=True)
     mouth.say(PAD, False, SILENT)
     assert voice.said == ["It", "is Oslo."]
+
+
+def test_a_reply_dropped_after_the_user_stopped_still_takes_the_answer_fed_next():
+    """A loadtest turn: the front-end's "was" came as the user's voice stopped, and the final's words then dropped
+    the reply; its word had disarmed the turn, so the answer fed again at once was never taken. The drop arms
+    the turn for the interruption's answer."""
+    from tandem.frontends.compact.decoding import END
+    from tandem.frontends.compact.tokenizer import START
+
+    fe = CompactFrontEnd()
+    word = fe.tokenizer.encode(" was")[0]
+    script_model(fe, [PAD] * 8 + [word] + [PAD] * 40)
+    answer = fe.tokenizer.encode(" Shakespeare")[0]
+    q = "Who wrote the play Romeo and Juliet?"
+
+    def frame(vad: float, oracle: int = PAD, settled: bool = False) -> None:
+        fe.step(UserFrame(np.zeros(1920, np.float32), vad, vad > 0.5, q, oracle_settled=settled), oracle)
+
+    for _ in range(6):
+        frame(0.9)
+    for _ in range(3):
+        frame(0.02)  # the model's "was" comes in these frames, after the user's voice stopped
+    assert word in fe.state.emitted
+    fe.state.hush()  # the final's words dropped the reply
+    n = len(fe.state.emitted)
+    for o in (START, answer):
+        frame(0.02, o, settled=True)
+    for _ in range(20):
+        frame(0.02, settled=True)
+    assert any(t > END for t in list(fe.state.emitted)[n:]), "the answer's turn is taken"

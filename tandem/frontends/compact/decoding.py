@@ -207,6 +207,10 @@ class CompactState:
         self.hushed = True
         self.after_drop = True
         self.oracle_started = self.answer_waiting = False
+        # the user has spoken and the model's reply is gone: the turn is armed for the interruption's answer,
+        # even where the model's last word came after the user's voice had stopped (a loadtest's "It was",
+        # dropped by the final's words: the answer fed again was never taken)
+        self.turn_start.armed, self.turn_start.quiet = True, 0
 
     @property
     def holding_back(self) -> bool:
