@@ -129,6 +129,11 @@ class Decision:
     words: str  # the burst's words as the transcript shows them ("" when it shows none)
     speech_s: float  # the burst so far: from its first speech frame to its latest
 
+    @property
+    def by_words(self) -> bool:
+        """The user's words decided it (a drop on words the transcript showed), not their speech's length."""
+        return self.reason in ("words", "late words")
+
 
 class BargeInJudge:
     """Per-frame barge-in decisions for one voice: feed `step` every frame, apply what it returns.

@@ -404,7 +404,7 @@ class Session:
             kind = {"pause": tl.VOICE_PAUSE, "resume": tl.BACKCHANNEL}.get(d.action, tl.BARGE_IN)
             self.timeline.add(kind, t=t, reason=d.reason, words=d.words, speech_s=d.speech_s)
             if kind == tl.BARGE_IN and self.scheduler is not None:
-                self.scheduler.reply_dropped(by_words=d.reason in ("words", "late words"))
+                self.scheduler.reply_dropped(by_words=d.by_words)
 
     # a reply is over once the assistant has been silent this long with nothing left in flight
     REPLY_OVER_FRAMES = 15  # 1.2 s: longer than the pauses inside a reply
