@@ -179,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Whisper decodes run at once, one of them kept for finals and the partials of users who "
                         "paused (1: one at a time, the rule before 2026-12-04's eighth round)")
     v.add_argument("--listener-threads", type=int, default=1, metavar="N", help="threads of each Whisper decode")
+    v.add_argument("--listener-hops-alongside", action="store_true",
+                   help="let the partial of a user still talking start while a final or a pause is decoded (the rule "
+                        "before 2026-12-04's eleventh round: they share the cores)")
     v.add_argument("--llm-nice", type=int, default=LLM_NICE, metavar="N",
                    help=f"niceness of the embedded LLM server and of its CPU group (it runs in a session of its own, "
                         f"which Linux's autogroup scheduling makes a group), 0-19 (default {LLM_NICE})")
@@ -333,7 +336,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
         listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice=args.llm_nice,
-        listener_reuse=not args.decode_every_final, settle_on_pause=not args.no_settle_on_pause,
+        listener_reuse=not args.decode_every_final, listener_hops_yield=not args.listener_hops_alongside, settle_on_pause=not args.no_settle_on_pause,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))
     return serve(opts)

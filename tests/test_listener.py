@@ -328,6 +328,19 @@ def test_the_last_decode_lane_is_kept_for_what_a_user_waits_on():
     assert _next_jobs(busy, config) == [], "its decode under way on another lane goes first"
 
 
+def test_a_partial_of_a_user_still_talking_waits_while_a_final_or_pause_decodes():
+    """`_hops_free`: never on the last lane, and (hops_yield) not beside a final or a pause, which would
+    share the cores with it; one lane decodes anything."""
+    from tandem.listener.worker import ListenerConfig, _hops_free
+
+    two = ListenerConfig(decode_lanes=2)
+    assert _hops_free(two, hops=0, urgent=0)
+    assert not _hops_free(two, hops=1, urgent=0), "the last lane is kept"
+    assert not _hops_free(two, hops=0, urgent=1), "a pause is being decoded"
+    assert _hops_free(ListenerConfig(decode_lanes=2, hops_yield=False), hops=0, urgent=1)
+    assert _hops_free(ListenerConfig(decode_lanes=1), hops=0, urgent=1)
+
+
 def test_a_pause_after_a_partial_that_heard_all_the_voice_is_told_once_with_that_partial():
     from types import SimpleNamespace
 

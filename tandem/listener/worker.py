@@ -6,7 +6,8 @@ decode: with one thread a decode of 50-450 ms held every stream's VAD up, and th
 user stop that much later. The decode threads (`decode_lanes`, one decode each; CTranslate2 releases the
 GIL while it works; `decode_batch` > 1 batches several streams' decodes) run Whisper: a final transcript
 always goes before any partial, and one lane is kept for finals and the partials due as a user pauses,
-so these never wait behind the partial of a stream still talking; partials are re-decoded every
+so these never wait behind the partial of a stream still talking, nor share the cores with one begun
+while they decode; partials are re-decoded every
 `partial_hop_s` of new speech or as soon as the user pauses, a paused stream first, then the most stale,
 and never over audio that is only silence since the last one.
 Each decode is told the stream's context (the user's earlier turns). Every message from
@@ -51,6 +52,11 @@ class ListenerConfig:
     # that partial's transcript, sent at the endpoint with no decode of its own: the audio after it is
     # silence, which cannot change the words. Off: every final decoded anew (to measure it)
     reuse_paused_partial: bool = True
+    # a partial of a stream still talking starts only while no final or pause is being decoded: on 2 cores
+    # shared with the LLM and the frame loop, a pause decoded beside another stream's hop took twice as long
+    # (319 against 153 ms median at 6 sessions), and the front-end waits for that pause on a question whose
+    # end it does not take by itself. Off: a hop may run beside them on the other lane (the rule before)
+    hops_yield: bool = True
 
 
 @dataclass
@@ -155,10 +161,12 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
 
     stopping = threading.Event()
     hops = [0]  # partials of streams still talking being decoded now (guarded by `lock`)
+    urgent = [0]  # finals and pauses being decoded now (guarded by `lock`)
 
     def next_jobs() -> list[_Job]:
-        jobs = _next_jobs(streams, config, hops_free=config.decode_lanes < 2 or hops[0] < config.decode_lanes - 1)
+        jobs = _next_jobs(streams, config, hops_free=_hops_free(config, hops[0], urgent[0]))
         hops[0] += sum(j.hop for j in jobs)
+        urgent[0] += sum(j.urgent for j in jobs)
         return jobs
 
     def decode_loop() -> None:
@@ -178,6 +186,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                 finally:
                     with lock:
                         hops[0] -= sum(j.hop for j in jobs)
+                        urgent[0] -= sum(j.urgent for j in jobs)
                         lock.notify_all()  # a stream skipped while this decode ran may have work due
                         for job in jobs:
                             if job.sid in streams:
@@ -206,6 +215,14 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
             lock.notify_all()
         for decoder in decoders:
             decoder.join(timeout=5)
+
+
+def _hops_free(config: ListenerConfig, hops: int, urgent: int) -> bool:
+    """Whether a partial of a stream still talking may start now, with `hops` of them and `urgent` finals
+    and pauses being decoded: never on the last lane, and (`hops_yield`) not beside a final or a pause."""
+    if config.decode_lanes < 2:
+        return True
+    return hops < config.decode_lanes - 1 and not (config.hops_yield and urgent)
 
 
 # a stream this long quiet inside its turn has (for now) said its last words: its partial goes first
@@ -267,6 +284,11 @@ class _Job:
     def hop(self) -> bool:
         """A partial of a stream still talking: the one kind of decode that may not take the last lane."""
         return not self.final and not self.paused and self.reuse is None
+
+    @property
+    def urgent(self) -> bool:
+        """A final or a pause being decoded: what a user waits on."""
+        return (self.final or self.paused) and self.reuse is None
 
 
 def _reused_finals(sid: str, st: _Stream, config: ListenerConfig) -> list[_Job]:

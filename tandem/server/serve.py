@@ -48,6 +48,7 @@ class ServeOptions:
     listener_lanes: int = ListenerConfig.decode_lanes  # Whisper decodes at once, one kept for finals and pauses
     listener_threads: int = ListenerConfig.whisper_threads  # threads of each decode
     listener_reuse: bool = ListenerConfig.reuse_paused_partial  # a final the paused partial decoded is not decoded again
+    listener_hops_yield: bool = ListenerConfig.hops_yield  # no partial of a user still talking starts beside a final or pause
     settle_on_pause: bool = SchedulerConfig.settle_on_pause  # a whole sentence heard in a pause counts as the final
     backend_nice: int = BACKEND_NICE  # niceness of the Listener process (0: leave the back-end alone)
     llm_nice: int = LLM_NICE  # niceness of the embedded LLM server
@@ -129,7 +130,8 @@ def serve(opts: ServeOptions) -> int:
                             knowledge_passages=opts.knowledge_passages,
                             listener=ListenerConfig(decode_batch=opts.listener_batch, decode_lanes=opts.listener_lanes,
                                                     whisper_threads=opts.listener_threads,
-                                                    reuse_paused_partial=opts.listener_reuse))
+                                                    reuse_paused_partial=opts.listener_reuse,
+                                                    hops_yield=opts.listener_hops_yield))
     with Stack(stack_cfg) as stack:
         voice = stack.adopt(ProcessTTS())
         settle_heap()  # again: the voice's client and the server's own objects were made after the stack's
