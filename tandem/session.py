@@ -220,6 +220,8 @@ class Session:
         elif kind in ("partial", "final"):
             now = self.clock.now()
             data["stale_s"] = round(now - float(msg["audio_s"]), 4)
+            if "sent_t" in data:  # from the Listener's emit to here: its queue, this process's reader and event loop
+                data["transit_s"] = round(time.time() - float(data.pop("sent_t")), 4)
             self.timeline.add(tl.PARTIAL if kind == "partial" else tl.FINAL, t=now, **data)
             text = msg.get("text", "")
             backend = self.scheduler or self.cascade

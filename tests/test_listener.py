@@ -167,6 +167,9 @@ def test_whisper_told_the_earlier_turn_hears_a_follow_up_and_echoes_nothing_over
     assert echoes(told, "What is the capital of Canada?"), "the case the guard is for no longer occurs: recheck it"
     assert not echoes(transcribe_in_context(w, [(hiss, "What is the capital of Canada?")])[0].text,
                       "What is the capital of Canada?")
+    again = resample(speak("And of Australia?", "flite", lead_s=0.3, tail_s=0.3), 24000, 16000)
+    heard_again = transcribe_in_context(w, [(again, "What is the capital of Canada? And of Australia?")])[0].text
+    assert "australia" in heard_again.lower(), "a turn asked again is heard as it was, not decoded again without its context"
 
 
 def test_a_stream_decodes_with_the_context_its_session_sent(spoken_question):

@@ -159,20 +159,25 @@ def test_a_context_repeated_is_an_echo_and_a_new_turn_is_not():
     assert not echoes("", ctx) and not echoes("Canada", ctx)
 
     class FakeWhisper:  # hears the context again when told one, else the audio's words
-        def __init__(self) -> None:
+        def __init__(self, no_speech_prob: float) -> None:
             self.calls: list[str] = []
+            self.no_speech_prob = no_speech_prob
 
         def transcribe(self, audio, full_context=False, context=""):  # noqa: ANN001, ARG002
             self.calls.append(context)
-            return type("T", (), {"text": "And of Australia?" if context else "and of a stray lia"})()
+            return type("T", (), {"text": "And of Australia?" if context else "and of a stray lia",
+                                  "no_speech_prob": self.no_speech_prob if context else 0.1})()
 
         def transcribe_many(self, items, full_context=False):  # noqa: ANN001
             return [self.transcribe(a, full_context, c) for a, c in items]
 
-    w = FakeWhisper()
+    w = FakeWhisper(no_speech_prob=0.86)  # the context invented over noise
     got = transcribe_in_context(w, [(np.zeros(10), ctx), (np.zeros(10), "")])
     assert [t.text for t in got] == ["and of a stray lia", "and of a stray lia"]
     assert w.calls == [ctx, "", ""], "only the decode that echoed its context is done again, without it"
+    w = FakeWhisper(no_speech_prob=0.02)  # the user asks it again
+    assert [t.text for t in transcribe_in_context(w, [(np.zeros(10), ctx)])] == ["And of Australia?"]
+    assert w.calls == [ctx], "a repeat Whisper is sure is speech is heard as it was, with no second decode"
 
 
 def test_the_llm_history_leaves_out_the_front_ends_openers():

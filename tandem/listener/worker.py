@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import re
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -101,6 +102,8 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
     lock = threading.Condition()  # guards `streams` and their state; notified when decoding work is due
 
     def emit(sid: str, kind: str, **kw) -> None:
+        if kind in ("partial", "final"):  # stamped on the wall clock: the session measures its transit
+            kw["sent_t"] = time.time()
         outbox.put({"sid": sid, "kind": kind, **kw})
 
     def handle(msg) -> bool:
@@ -279,6 +282,8 @@ class _Job:
     reuse: object | None = None  # a final's transcript already decoded by a partial (`_reused_finals`): no decode
     paused: bool = False  # a partial due as the user paused: all the voiced audio so far, silence after it
     sent: object | None = None  # a partial's Transcript, once decoded and sent
+    made: float = field(default_factory=time.perf_counter)  # when it was taken off its stream, waiting for a lane
+    wait_ms: float = 0.0  # from `made` to its decode's start
 
     @property
     def hop(self) -> bool:
@@ -339,6 +344,8 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noq
         if job.reuse is not None:  # its partial was still decoding when the endpoint came
             _emit_final(job, job.reuse, emit, batch=0, reused=True)
     jobs = [j for j in jobs if j.reuse is None]
+    for job in jobs:
+        job.wait_ms = round((time.perf_counter() - job.made) * 1e3, 1)
     groups = [[j for j in jobs if j.final], [j for j in jobs if not j.final]] if config.full_context_final else [jobs]
     for group in groups:
         if not group:
@@ -349,7 +356,7 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noq
                 _emit_final(job, tr, emit, batch=len(group))
             elif tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
                 emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
-                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), batch=len(group),
+                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), wait_ms=job.wait_ms, batch=len(group),
                      **({"paused": True} if job.paused else {}))
                 job.sent = tr
 
@@ -358,7 +365,7 @@ def _emit_final(job: _Job, tr, emit, batch: int, reused: bool = False) -> None: 
     """`reused`: the transcript is a partial's that decoded all of this final's speech (decode_ms 0)."""
     text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
     emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE, audio_s=job.end / SAMPLE_RATE,
-         decode_ms=0.0 if reused else round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3),
+         decode_ms=0.0 if reused else round(tr.decode_ms, 1), wait_ms=job.wait_ms, no_speech_prob=round(tr.no_speech_prob, 3),
          batch=batch, **({"reused": True} if reused else {}))
 
 
@@ -373,13 +380,22 @@ def echoes(text: str, context: str) -> bool:
     return bool(said) and said in _sentences(context)
 
 
+# an echo of the context this likely to be no speech is decoded again without it. Over a second of hiss Whisper
+# told "What is the capital of Canada?" says it again at 0.86 (0.70-0.87 over hiss and silence, scripts/
+# echo_probe.py); a user asking it again, 0.004-0.06. Every echo was decoded again before, which doubled the
+# cost of a repeated question's pause (the loadtest repeats its questions) and heard "And of Australia?" again
+# as "and the Vastralia"
+ECHO_NO_SPEECH = 0.4
+
+
 def transcribe_in_context(stt, items: list[tuple[np.ndarray, str]], full_context: bool = False) -> list:  # noqa: ANN001
     """Decodes told the user's earlier turns (a follow-up's words heard in the light of the question
     before: "in a leap year", not "in a leap you here"), in one batch; one that only repeats an earlier
-    turn is decoded again without them, so a context is never heard in place of the audio."""
+    turn, and that Whisper doubts is speech (ECHO_NO_SPEECH), is decoded again without them, so a context
+    is never heard in place of the audio; a question asked again is heard as it was."""
     out = stt.transcribe_many(items, full_context=full_context)
     for i, ((audio, context), tr) in enumerate(zip(items, out)):
-        if context.strip() and echoes(tr.text, context):
+        if context.strip() and echoes(tr.text, context) and tr.no_speech_prob >= ECHO_NO_SPEECH:
             out[i] = stt.transcribe(audio, full_context=full_context)
     return out
 
