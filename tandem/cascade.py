@@ -74,8 +74,9 @@ class CascadeResponder:
     def _note(self, kind: str, **data) -> None:  # noqa: ANN003 - a provider's event, on the timeline
         self.timeline.add(kind, **data)
 
-    def on_partial(self, text: str, paused: bool = False) -> None:
-        """`paused`: decoded as the user paused (the scheduler's early settle); the cascade waits for the final."""
+    def on_partial(self, text: str, paused: bool = False, said_more: bool = False) -> None:  # noqa: ARG002
+        """`paused`: decoded as the user paused (the scheduler's early settle), `said_more`: the user went on
+        past it (OracleScheduler.on_partial); the cascade waits for the final."""
         self.conv.on_partial(text)
         self.provider.observe(self.conv.asking(), False, self._note)
         self._heard = text

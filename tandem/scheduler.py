@@ -135,6 +135,10 @@ class SchedulerConfig:
     # a newer stream whose reply gives the answer held in other words ("It has 8 legs." for "A spider has 8
     # legs.", same_answer.py) keeps the held one: the front-end, saying it, would take it back for nothing
     keep_same_answer: bool = True
+    # a partial the user went on past (the Listener's `said_more`) ends no question with its closing punctuation:
+    # at 6 sessions "What is the capital?" started a stream that said "It is New York City." before the final's
+    # answer came, and a spurious start is a request the shared LLM serves while others wait
+    cut_ends_no_question: bool = True
 
 
 @dataclass
@@ -177,6 +181,7 @@ class OracleScheduler:
         self._asked_at_start = ""
         self._final_pending = False
         self._pause_final = False  # the pending final is a paused partial's (`settle_on_pause`)
+        self._said_more = False  # the user went on past the last partial (`on_partial`)
         # the adopted stream answers the turn's final transcript (kept, or started on it): no newer transcript
         # of this turn will replace its oracle. Sent to the session as an oracle event, in order with the resets
         self.settled = False
@@ -234,12 +239,15 @@ class OracleScheduler:
                 self._send("end")
             self.timeline.add(tl.LLM_KEEP, stream=self._adopted, reason="answer fed again after the reply was dropped")
 
-    def on_partial(self, text: str, paused: bool = False) -> None:
-        """`paused`: the Listener decoded it as the user paused, all their voiced audio so far."""
+    def on_partial(self, text: str, paused: bool = False, said_more: bool = False) -> None:
+        """`paused`: the Listener decoded it as the user paused, all their voiced audio so far. `said_more`:
+        the user's voice went on past its audio, so its closing punctuation is where the audio was cut
+        ("What is the capital?" of "...capital of France?"), and it completes no question."""
         self._note_turn(text)
         self.conv.on_partial(text)
         self.provider.observe(self.conv.asking(), False, self._note)
-        if paused and self.config.settle_on_pause and not self.talking() and self._turn_reads_whole():
+        self._said_more = said_more and self.config.cut_ends_no_question
+        if paused and not self._said_more and self.config.settle_on_pause and not self.talking() and self._turn_reads_whole():
             self._final_pending = self._pause_final = True
             self.check()
             return
@@ -255,7 +263,7 @@ class OracleScheduler:
         return bool(re.search(r"[?!]$|[^.]\.$", turn)) and not stops_unfinished(turn)
 
     def on_final(self, text: str) -> None:
-        self._pause_final = False
+        self._pause_final = self._said_more = False
         self._note_turn(text)  # a turn heard only as its final
         self.conv.on_final(text)
         self.provider.observe(self.conv.asking(), True, self._note)
@@ -320,7 +328,7 @@ class OracleScheduler:
             self.timeline.add(tl.LLM_KEEP, stream=last.sid, reason="paused partial as heard when it started"
                               if self._pause_final else "final as heard when it started")
             last.final = True  # it answers the final now: a quiet adoption's later append keeps the oracle settled
-            self._settle(last.sid == self._adopted)
+            self._settle(last.sid == self._adopted and self._stands(last))
             return
         now = self.timeline.clock()
         while self._starts and now - self._starts[0] > self.config.window_s:
@@ -353,7 +361,7 @@ class OracleScheduler:
         if not self.config.start_on_complete or text == self._text_at_start:
             return False
         turn = self.conv.current_user_text().rstrip()
-        if re.search(r"[?!]$|[^.]\.$", turn):
+        if re.search(r"[?!]$|[^.]\.$", turn) and not self._said_more:
             return True
         asked = self.conv.standalone_question()
         return bool(asked) and asked != self._asked_at_start
@@ -535,6 +543,13 @@ class OracleScheduler:
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", agreed=len(self._held))
         self._settle(st.final)
         return rest
+
+    def _stands(self, st: _Stream) -> bool:
+        """The oracle held is this stream's answer: its own, or (adopted quietly) its reply has said all of it
+        or the same answer in other words. Until then what is held is an older stream's, from a partial: settled
+        at the final's keep, the front-end read "New York City." ahead from "What is the capital?"'s stream while
+        the final's stream ("It is Paris.") had said only "It is" (6 sessions, the answer 0.2 s later)."""
+        return st.quiet is None or st.same_answer or _squeezed(st.quiet) == _squeezed(self._held)
 
     def _saying(self) -> bool:
         """The front-end has begun its reply to this turn, or its voice is busy."""

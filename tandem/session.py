@@ -228,7 +228,7 @@ class Session:
             if kind == "partial":
                 self._user_text = text
                 if backend is not None:
-                    backend.on_partial(text, paused=bool(msg.get("paused")))
+                    backend.on_partial(text, paused=bool(msg.get("paused")), said_more=bool(msg.get("said_more")))
                 else:
                     self.conv.on_partial(text)
             else:

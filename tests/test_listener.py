@@ -344,6 +344,27 @@ def test_a_partial_of_a_user_still_talking_waits_while_a_final_or_pause_decodes(
     assert _hops_free(ListenerConfig(decode_lanes=1), hops=0, urgent=1)
 
 
+def test_a_partial_the_voice_went_on_past_is_marked_said_more():
+    """`said_more`: by the time the partial is decoded the stream has voice SAID_MORE_S past its audio, so
+    Whisper's closing punctuation is the cut's, not the question's end."""
+    from tandem.listener import whisper
+    from tandem.listener.worker import SAID_MORE_S, ListenerConfig, _decode, _Job
+
+    class OneText:
+        def transcribe_many(self, items, full_context=False):  # noqa: ANN001, ARG002
+            return [whisper.Transcript("What is the capital?", 0.01, 5.0) for _ in items]
+
+    def partial(voiced_end: int) -> dict:
+        got = []
+        job = _Job("s", False, 0, 32000, np.zeros(32000, np.float32))
+        _decode([job], OneText(), ListenerConfig(), lambda sid, kind, **kw: got.append(kw), lambda sid: voiced_end)
+        return got[0]
+
+    assert partial(32000 + int(2 * SAID_MORE_S * 16000))["said_more"] is True
+    assert "said_more" not in partial(32000), "the voice ended with its audio"
+    assert "said_more" not in partial(30000)
+
+
 def test_a_pause_after_a_partial_that_heard_all_the_voice_is_told_once_with_that_partial():
     from types import SimpleNamespace
 

@@ -613,6 +613,29 @@ async def test_while_others_fill_the_llm_a_growing_partial_waits_but_a_whole_que
         await sched.aclose()
 
 
+async def test_a_partial_the_user_went_on_past_completes_no_question():
+    """Whisper ends a partial cut mid-question with a question mark ("What is the capital?"); the Listener
+    says the voice went on past it (`said_more`), and under a busy LLM it waits as a growing partial does,
+    nor does a pause the user went on past settle the turn."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv)
+        others = [1]
+        sched.llm_load = lambda: others[0] + len(sched._live)
+        sched.on_partial("what is the capital?", said_more=True)
+        assert sched.stats["starts"] == 0 and sched.stats["deferred"] == 1, "cut where the audio ended"
+        sched.on_partial("what is the capital of France?", paused=True, said_more=True)
+        assert sched.stats["starts"] == 0 and not sched._final_pending, "the user went on after the pause"
+        sched.on_partial("what is the capital of France?")
+        assert sched.stats["starts"] == 1, "the whole question, nothing said past it"
+        await sched.aclose()
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, cut_ends_no_question=False)
+        sched.llm_load = lambda: 1 + len(sched._live)
+        sched.on_partial("what is the capital?", said_more=True)
+        assert sched.stats["starts"] == 1, "the rule off: the question mark counts"
+        await sched.aclose()
+
+
 async def test_words_whisper_marks_as_cut_off_do_not_count_towards_a_start():
     with FakeOpenAIServer() as srv:
         sched, timeline, emitted = make(srv, min_turn_words=3)
@@ -840,10 +863,32 @@ async def test_a_stream_the_final_kept_stays_settled_as_its_reply_goes_on():
         sched.on_partial("Who wrote the play Romeo and Juliet?")  # a stream that agrees: adopted quietly
         await until(lambda: any(a.get("quiet") for a in timeline.of_kind(tl.LLM_ADOPT)))
         sched.on_final("Who wrote the play Romeo and Juliet?")  # the same words: kept
-        assert timeline.of_kind(tl.LLM_KEEP) and sched.settled
+        assert timeline.of_kind(tl.LLM_KEEP)
+        await until(lambda: sched.settled)  # once its reply has said what is held
         await until(lambda: not sched.in_flight)
         assert "".join(t for k, t in emitted if k == "append").endswith("William Shakespeare.")
         assert sched.settled, [e for e in emitted if e[0] == "settled"]
+        await sched.aclose()
+
+
+async def test_an_older_streams_answer_held_is_not_settled_by_the_final_keeping_a_newer_stream():
+    """A partial's stream ("What is the capital?") left "It is New York City." in the oracle; the paused
+    partial's stream, adopted quietly, has said only "It is" when the final (the same words) keeps it: the
+    oracle is not settled then (the front-end would read "New York City." ahead as the final's answer), and is
+    once that stream's reply replaces it."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["It", " is", " New", " York", " City."])) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("What is the capital?")
+        await until(lambda: ("end", "") in emitted)
+        srv.behaviour.tokens, srv.behaviour.token_delay_s = ["It", " is", " Paris."], 0.3
+        sched.on_partial("What is the capital of France?", paused=True)
+        await until(lambda: any(a.get("quiet") for a in timeline.of_kind(tl.LLM_ADOPT)))
+        sched.on_final("What is the capital of France?")
+        assert timeline.of_kind(tl.LLM_KEEP), "the final is the paused partial's words: its stream is kept"
+        assert not sched.settled, "what is held is still the older stream's guess"
+        await until(lambda: not sched.in_flight)
+        assert sched.settled and emitted[-1] == ("end", "")
+        assert "".join(t for k, t in emitted[[i for i, e in enumerate(emitted) if e[0] == "reset"][-1]:] if k == "append") == "It is Paris."
         await sched.aclose()
 
 

@@ -162,6 +162,10 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                 lock.notify()
         return True
 
+    def voiced_end(sid: str) -> int:  # read without the lock: an int the feed thread replaces
+        st = streams.get(sid)
+        return st.vad.last_voiced_end if st is not None else 0
+
     stopping = threading.Event()
     hops = [0]  # partials of streams still talking being decoded now (guarded by `lock`)
     urgent = [0]  # finals and pauses being decoded now (guarded by `lock`)
@@ -181,7 +185,7 @@ def run_worker(inbox, outbox, config: ListenerConfig) -> None:
                     jobs = next_jobs()
             if jobs:
                 try:
-                    _decode(jobs, stt, config, emit)
+                    _decode(jobs, stt, config, emit, voiced_end)
                 except Exception:  # noqa: BLE001 - one failed decode must not end the Listener
                     for job in jobs:
                         emit(job.sid, "error", error="Listener decode failed: "
@@ -337,9 +341,16 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig, hops_free: b
     return jobs
 
 
-def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noqa: ANN001
+# voice this long past a partial's audio, heard by the time it is decoded: the user said more after it
+SAID_MORE_S = 0.1
+
+
+def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit, voiced_end=lambda sid: 0) -> None:  # noqa: ANN001
     """One batch of decodes, outside the lock (the feed thread goes on meanwhile). A final asked with
-    the whole 30 s context (`full_context_final`) is decoded apart from the partials."""
+    the whole 30 s context (`full_context_final`) is decoded apart from the partials. A partial is marked
+    `said_more` when the stream's voice went on past its audio (`voiced_end(sid)`: its last voiced sample
+    now): Whisper ends a cut-off "What is the capital" with a question mark, which is not where the
+    question ended."""
     for job in jobs:
         if job.reuse is not None:  # its partial was still decoding when the endpoint came
             _emit_final(job, job.reuse, emit, batch=0, reused=True)
@@ -355,9 +366,10 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit) -> None:  # noq
             if job.final:
                 _emit_final(job, tr, emit, batch=len(group))
             elif tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
+                more = voiced_end(job.sid) - job.end > SAID_MORE_S * SAMPLE_RATE
                 emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
                      audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), wait_ms=job.wait_ms, batch=len(group),
-                     **({"paused": True} if job.paused else {}))
+                     **({"paused": True} if job.paused else {}), **({"said_more": True} if more else {}))
                 job.sent = tr
 
 
