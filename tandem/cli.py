@@ -14,7 +14,7 @@ from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
 from .oracle import DEFAULT_POLICY, POLICIES
-from .realtime import LLM_NICE
+from .realtime import BACKEND_NICE, LLM_NICE
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -185,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--llm-nice", type=int, default=LLM_NICE, metavar="N",
                    help=f"niceness of the embedded LLM server and of its CPU group (it runs in a session of its own, "
                         f"which Linux's autogroup scheduling makes a group), 0-19 (default {LLM_NICE})")
+    v.add_argument("--listener-nice", type=int, default=BACKEND_NICE, metavar="N",
+                   help=f"niceness of the Listener process, below the frame loop's 0 (default {BACKEND_NICE})")
     v.add_argument("--decode-every-final", action="store_true",
                    help="decode each final transcript anew, even when the partial sent as the user paused decoded "
                         "all of its speech (the rule before 2026-12-04; to measure the reuse)")
@@ -324,6 +326,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
     if not 0 <= args.llm_nice <= 19:
         raise TandemError("--llm-nice is a niceness from 0 to 19 (a process may not raise its children above itself)")
+    if not 0 <= args.listener_nice <= 19:
+        raise TandemError("--listener-nice is a niceness from 0 to 19")
     if min(args.listener_batch, args.listener_lanes, args.listener_threads) < 1:
         raise TandemError("--listener-batch, --listener-lanes and --listener-threads must be at least 1")
     opts = ServeOptions(
@@ -335,7 +339,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
-        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice=args.llm_nice,
+        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice=args.llm_nice, backend_nice=args.listener_nice,
         listener_reuse=not args.decode_every_final, listener_hops_yield=not args.listener_hops_alongside, settle_on_pause=not args.no_settle_on_pause,
         limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
                       input_keep_s=args.input_keep))

@@ -321,10 +321,13 @@ def test_the_last_decode_lane_is_kept_for_what_a_user_waits_on():
     config = ListenerConfig(decode_batch=4)
     talking = {"talking": stream(32000, 32000, 8000, 0.0)}
     assert _next_jobs(talking, config, hops_free=False) == []
-    assert [j.hop for j in _next_jobs(talking, config)] == [True]
+    hop = _next_jobs(talking, config)
+    assert [j.hop for j in hop] == [True]
+    assert hop[0].due_s == pytest.approx(24000 / 16000 - 0.3), "due since a hop's worth of new audio"
     paused = {"paused": stream(32000, 28000, 16000, 0.25), "talking": stream(32000, 32000, 8000, 0.0)}
     jobs = _next_jobs(paused, config, hops_free=False)
     assert [(j.sid, j.paused, j.hop) for j in jobs] == [("paused", True, False)]
+    assert jobs[0].due_s == pytest.approx(0.25 - 0.1), "due since the pause was PAUSED_S long"
     ended = {"ended": stream(32000, 28000, 30000, 0.5, finals=[(0, 30000, 28000)])}
     assert [(j.sid, j.final) for j in _next_jobs(ended, config, hops_free=False)] == [("ended", True)]
     busy = {"busy": stream(32000, 28000, 16000, 0.25, decoding=True, finals=[(0, 30000, 28000)])}

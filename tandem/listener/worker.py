@@ -286,8 +286,7 @@ class _Job:
     reuse: object | None = None  # a final's transcript already decoded by a partial (`_reused_finals`): no decode
     paused: bool = False  # a partial due as the user paused: all the voiced audio so far, silence after it
     sent: object | None = None  # a partial's Transcript, once decoded and sent
-    made: float = field(default_factory=time.perf_counter)  # when it was taken off its stream, waiting for a lane
-    wait_ms: float = 0.0  # from `made` to its decode's start
+    due_s: float = 0.0  # a partial: how long it had been due, by its stream's audio, when a lane took it
 
     @property
     def hop(self) -> bool:
@@ -332,12 +331,14 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig, hops_free: b
     for _, sid in due[:max(0, config.decode_batch - sum(j.reuse is None for j in jobs))]:
         st = streams[sid]
         end = st.vad.samples_seen
+        paused = st.vad.silence_so_far_s() >= PAUSED_S
+        due_s = st.vad.silence_so_far_s() - PAUSED_S if paused else (end - st.last_partial_end) / SAMPLE_RATE - config.partial_hop_s
         st.last_partial_end = end
         st.decoding = True
-        paused = st.vad.silence_so_far_s() >= PAUSED_S
         if paused:
             st.pause_told = st.vad.last_voiced_end
-        jobs.append(_Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy(), st.context, paused=paused))
+        jobs.append(_Job(sid, False, st.utt_start, end, st.slice(st.utt_start, end).copy(), st.context, paused=paused,
+                         due_s=round(max(0.0, due_s), 3)))
     return jobs
 
 
@@ -355,8 +356,6 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit, voiced_end=lamb
         if job.reuse is not None:  # its partial was still decoding when the endpoint came
             _emit_final(job, job.reuse, emit, batch=0, reused=True)
     jobs = [j for j in jobs if j.reuse is None]
-    for job in jobs:
-        job.wait_ms = round((time.perf_counter() - job.made) * 1e3, 1)
     groups = [[j for j in jobs if j.final], [j for j in jobs if not j.final]] if config.full_context_final else [jobs]
     for group in groups:
         if not group:
@@ -368,7 +367,7 @@ def _decode(jobs: list[_Job], stt, config: ListenerConfig, emit, voiced_end=lamb
             elif tr.no_speech_prob < 0.6 and plausible(tr.text, (job.end - job.start) / SAMPLE_RATE):
                 more = voiced_end(job.sid) - job.end > SAID_MORE_S * SAMPLE_RATE
                 emit(job.sid, "partial", text=_clean(tr.text), audio_start_s=job.start / SAMPLE_RATE,
-                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), wait_ms=job.wait_ms, batch=len(group),
+                     audio_s=job.end / SAMPLE_RATE, decode_ms=round(tr.decode_ms, 1), due_s=job.due_s, batch=len(group),
                      **({"paused": True} if job.paused else {}), **({"said_more": True} if more else {}))
                 job.sent = tr
 
@@ -377,7 +376,7 @@ def _emit_final(job: _Job, tr, emit, batch: int, reused: bool = False) -> None: 
     """`reused`: the transcript is a partial's that decoded all of this final's speech (decode_ms 0)."""
     text = tr.text if tr.no_speech_prob < 0.8 or len(tr.text) > 12 else ""
     emit(job.sid, "final", text=_clean(text), audio_start_s=job.start / SAMPLE_RATE, audio_s=job.end / SAMPLE_RATE,
-         decode_ms=0.0 if reused else round(tr.decode_ms, 1), wait_ms=job.wait_ms, no_speech_prob=round(tr.no_speech_prob, 3),
+         decode_ms=0.0 if reused else round(tr.decode_ms, 1), no_speech_prob=round(tr.no_speech_prob, 3),
          batch=batch, **({"reused": True} if reused else {}))
 
 
