@@ -392,10 +392,10 @@ def echoes(text: str, context: str) -> bool:
 
 
 # an echo of the context this likely to be no speech is decoded again without it. Over a second of hiss Whisper
-# told "What is the capital of Canada?" says it again at 0.86 (0.70-0.87 over hiss and silence, scripts/
-# echo_probe.py); a user asking it again, 0.004-0.06. Every echo was decoded again before, which doubled the
-# cost of a repeated question's pause (the loadtest repeats its questions) and heard "And of Australia?" again
-# as "and the Vastralia"
+# told "What is the capital of Canada?" says it again at 0.86 (noise echoes at 0.86 and more, scripts/
+# echo_probe.py); 72 questions asked again, at 0.004-0.21. Every echo was decoded again before, which doubled
+# the cost of a repeated question's pause (the loadtest repeats its questions) and heard 11 of the 72 worse
+# ("What is the capital and France?")
 ECHO_NO_SPEECH = 0.4
 
 
