@@ -72,6 +72,11 @@ def _answer_told(held: str, reply: str) -> bool:
     return bool(re.search(r"[.!?]", r[i:])) or len(reply.split()) >= len(held.split()) + ANSWER_TOLD_WORDS
 
 
+def _ends_sentence(text: str) -> bool:
+    """Whisper's closing punctuation: "?", "!" or a full stop, not the "..." it marks a cut-off word with."""
+    return bool(re.search(r"[?!]$|[^.]\.$", text))
+
+
 def _rest_after(held: str, reply: str) -> str | None:
     """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
     want = _squeezed(held)
@@ -260,7 +265,7 @@ class OracleScheduler:
         """The user's turn as heard ends as a whole sentence: Whisper's closing punctuation, no word marked
         cut off ("...of Aust..."), no function word last ("What is the capital of?")."""
         turn = self.conv.current_user_text().strip()
-        return bool(re.search(r"[?!]$|[^.]\.$", turn)) and not stops_unfinished(turn)
+        return _ends_sentence(turn) and not stops_unfinished(turn)
 
     def on_final(self, text: str) -> None:
         self._pause_final = self._said_more = False
@@ -361,7 +366,7 @@ class OracleScheduler:
         if not self.config.start_on_complete or text == self._text_at_start:
             return False
         turn = self.conv.current_user_text().rstrip()
-        if re.search(r"[?!]$|[^.]\.$", turn) and not self._said_more:
+        if _ends_sentence(turn) and not self._said_more:
             return True
         asked = self.conv.standalone_question()
         return bool(asked) and asked != self._asked_at_start
