@@ -7,6 +7,7 @@ import pytest
 
 from tandem.audio import FRAME_SAMPLES, frames_of, resample
 from tandem.listener.process import ListenerProcess
+from tandem.listener.worker import ListenerConfig
 from tandem.listener.vad import VadConfig, VadSegmenter
 from tandem.listener.whisper import ShortContextWhisper
 
@@ -80,6 +81,35 @@ def test_listener_process_gives_partials_then_a_final(spoken_question):
     assert final["audio_s"] <= len(spoken_question) / 24000
     progress = [e for e in events if e["kind"] == "progress"]
     assert progress and all(0.0 <= p["vad_prob"] <= 1.0 for p in progress)
+
+
+def test_a_decode_keeps_one_core_busy(spoken_question):
+    """No thread spins beside the decode: numpy's OpenBLAS threads (tandem/__init__.py) spun after each of
+    Whisper's feature products and burned more CPU than the decode itself, a core the LLM and the other
+    decodes wanted."""
+    import psutil
+
+    def cpu_by_thread(pid: int) -> dict[int, float]:
+        return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+
+    got: "queue.Queue[dict]" = queue.Queue()
+    with ListenerProcess(ListenerConfig(decode_lanes=1, whisper_threads=1)) as lp:
+        loaded = cpu_by_thread(lp._proc.pid)  # Whisper loaded and warmed up on the main thread
+        lp.open("s1", got.put)
+        for f in frames_of(spoken_question):
+            lp.feed("s1", f)
+            time.sleep(0.01)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if got.get(timeout=0.5)["kind"] == "final":
+                    break
+            except queue.Empty:
+                continue
+        cpu = sorted((t - loaded.get(tid, 0.0) for tid, t in cpu_by_thread(lp._proc.pid).items()), reverse=True)
+        lp.close("s1")
+    assert cpu[0] > 0.1, "the decodes ran"
+    assert cpu[1] < 0.5 * cpu[0], f"a second thread worked beside the decode: {cpu[:3]}"
 
 
 def test_listener_isolates_streams_and_survives_bad_messages(spoken_question):
