@@ -83,9 +83,9 @@ loadtest: setup system-deps
 	$(BIN)/tandem loadtest --sessions $(SESSIONS) --duration 60 --out $(OUT)/loadtest-$(SESSIONS).json
 
 # capacity on this machine (docs/BENCHMARKS.md, "Capacity"): N sessions for a minute each, a fresh server for
-# each N, until what users hear falls short of one session's; with llama.cpp's own server batching 4 LLM requests
+# each N, until what users hear falls short of one session's; with llama.cpp's own server, a slot per session
 capacity: setup system-deps setup-llama-server
-	$(BIN)/tandem loadtest --sessions 1,2,3,4,6 --duration 60 --llm-parallel 4 --out $(OUT)/capacity.json
+	$(BIN)/tandem loadtest --sessions 1,2,3,4,5,6,8 --duration 60 --llm-parallel sessions --out $(OUT)/capacity.json
 
 # Re-pin the dependency tree from requirements.in (needs the registries).
 lock:

@@ -42,6 +42,28 @@ def _llm_delays(text: str) -> list[float]:
     return parse_delays(text)
 
 
+def _llm_parallel(text: str) -> int | str:
+    """`--llm-parallel`: a number of requests at once, or "sessions", one slot per session."""
+    if text == "sessions":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of requests or 'sessions', not {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return n
+
+
+def parallel_for(llm_parallel: int | str, max_sessions: int) -> int:
+    """The embedded LLM's slots for `--llm-parallel`. "sessions" gives each session a slot of its own, where
+    llama-server keeps that conversation's prompt evaluated, so a session's next request evaluates only its
+    new words; at least 2, so that one session is served by the same engine as many. At 6 sessions, against
+    4 slots shared: time to first token 0.16-0.24 s median against 0.27-0.36, onset p95 0.66-0.80 s against
+    0.76-0.81 (docs/BENCHMARKS.md, twelfth round)."""
+    return max(2, max_sessions) if llm_parallel == "sessions" else int(llm_parallel)
+
+
 def _llm_rate(text: str) -> float:
     from .bench_delay import parse_rate
 
@@ -165,9 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
     v.add_argument("--llm-concurrency", type=int, default=None,
                    help="LLM requests at once, shared by all sessions in arrival order (default: --llm-parallel)")
-    v.add_argument("--llm-parallel", type=int, default=1, metavar="N",
+    v.add_argument("--llm-parallel", type=_llm_parallel, default=1, metavar="N",
                    help="the embedded LLM serves N requests at once, batched (llama.cpp's own llama-server, built "
-                        "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time")
+                        "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time; 'sessions': "
+                        "a slot for each of --max-sessions, which keeps each conversation's prompt evaluated")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
     v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
@@ -221,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem",
                     help="mode of the server started for the run")
     lt.add_argument("--record", type=Path, default=None, help="--record DIR for the server started for the run")
-    lt.add_argument("--llm-parallel", type=int, default=1, metavar="N",
-                    help="--llm-parallel N for the server started for the run")
+    lt.add_argument("--llm-parallel", type=_llm_parallel, default=1, metavar="N",
+                    help="--llm-parallel N for the server started for the run ('sessions': a slot per session at "
+                         "each step)")
     lt.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="one more argument for the server started for the run (repeat for several: "
                          "--server-arg=--input-keep --server-arg=-1)")
@@ -330,12 +354,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--listener-nice is a niceness from 0 to 19")
     if min(args.listener_batch, args.listener_lanes, args.listener_threads) < 1:
         raise TandemError("--listener-batch, --listener-lanes and --listener-threads must be at least 1")
+    parallel = parallel_for(args.llm_parallel, args.max_sessions)
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
         front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
-        llm_concurrency=args.llm_concurrency or args.llm_parallel, llm_parallel=args.llm_parallel,
+        llm_concurrency=args.llm_concurrency or parallel, llm_parallel=parallel,
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,

@@ -234,6 +234,22 @@ def test_serve_takes_allow_host_options():
     assert args.allow_host == ["a.example", "b.example"]
 
 
+def test_llm_parallel_takes_a_count_or_a_slot_per_session(capsys):
+    from tandem.cli import build_parser, parallel_for
+
+    p = build_parser()
+    assert p.parse_args(["serve", "--llm-parallel", "3"]).llm_parallel == 3
+    sessions = p.parse_args(["serve", "--llm-parallel", "sessions", "--max-sessions", "6"])
+    assert parallel_for(sessions.llm_parallel, sessions.max_sessions) == 6
+    assert parallel_for("sessions", 1) == 2  # one session is served by llama-server too, as many are
+    assert parallel_for(4, 6) == 4
+    assert p.parse_args(["loadtest", "--llm-parallel", "sessions"]).llm_parallel == "sessions"
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["serve", "--llm-parallel", bad])
+    assert "--llm-parallel" in capsys.readouterr().err
+
+
 async def test_malformed_messages_get_errors_and_the_session_goes_on():
     async with fake_server() as (base, hub, _):
         c = await ProtocolClient(base).connect()
