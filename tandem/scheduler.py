@@ -77,6 +77,13 @@ def _ends_sentence(text: str) -> bool:
     return bool(re.search(r"[?!]$|[^.]\.$", text))
 
 
+def reads_whole(text: str) -> bool:
+    """`text` ends as a whole sentence: Whisper's closing punctuation, no word marked cut off ("...of
+    Aust..."), no function word last ("What is the capital of?")."""
+    text = text.strip()
+    return _ends_sentence(text) and not stops_unfinished(text)
+
+
 def _rest_after(held: str, reply: str) -> str | None:
     """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
     want = _squeezed(held)
@@ -262,10 +269,8 @@ class OracleScheduler:
             self.check()
 
     def _turn_reads_whole(self) -> bool:
-        """The user's turn as heard ends as a whole sentence: Whisper's closing punctuation, no word marked
-        cut off ("...of Aust..."), no function word last ("What is the capital of?")."""
-        turn = self.conv.current_user_text().strip()
-        return _ends_sentence(turn) and not stops_unfinished(turn)
+        """The user's turn as heard ends as a whole sentence (`reads_whole`)."""
+        return reads_whole(self.conv.current_user_text())
 
     def on_final(self, text: str) -> None:
         self._pause_final = self._said_more = False
