@@ -78,7 +78,8 @@ def main() -> None:
             if c["whole"] and not c["same"]:
                 print(f"  tail {tail}: {r['voice']}: {c['text']!r} for {r['reference']!r}")
     if args.out:
-        args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
+        rows_text = ",\n".join("  " + json.dumps(r) for r in rows)  # a question a line
+        args.out.write_text(f'{{"summary": {json.dumps(summary, indent=1)},\n "rows": [\n{rows_text}\n ]\n}}\n')
 
 
 if __name__ == "__main__":
