@@ -236,6 +236,11 @@ def _hops_free(config: ListenerConfig, hops: int, urgent: int) -> bool:
 PAUSED_S = 0.1
 
 
+def _paused(st: _Stream) -> bool:
+    """The stream's user has been quiet PAUSED_S inside their turn."""
+    return st.vad.silence_so_far_s() >= PAUSED_S
+
+
 def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
     """A partial is due after `partial_hop_s` of new audio, or as soon as the user pauses, if any of it
     was voiced: audio that is only silence since the last partial (the endpoint's 0.4 s, a pause) cannot
@@ -243,7 +248,7 @@ def _partial_due(st: _Stream, config: ListenerConfig) -> bool:
     if st.utt_start is None or st.vad.last_voiced_end <= st.last_partial_end:
         return False
     return (st.vad.samples_seen - st.last_partial_end >= config.partial_hop_s * SAMPLE_RATE
-            or st.vad.silence_so_far_s() >= PAUSED_S)
+            or _paused(st))
 
 
 def _partial_order(st: _Stream) -> tuple[bool, int]:
@@ -252,7 +257,7 @@ def _partial_order(st: _Stream) -> tuple[bool, int]:
     0.2-1.6 s late), then the most stale: the most audio heard since its last partial. (Each stream
     counts samples from its own start, so positions of different streams do not compare: ordered by
     position, a session that connected later went first every time.)"""
-    return (st.vad.silence_so_far_s() < PAUSED_S, st.last_partial_end - st.vad.samples_seen)
+    return (not _paused(st), st.last_partial_end - st.vad.samples_seen)
 
 
 def _heard_all(st: _Stream, start: int, voiced_end: int) -> bool:
@@ -265,7 +270,7 @@ def _tell_pause(sid: str, st: _Stream, emit) -> None:  # noqa: ANN001
     0.05 s into the pause) gets no partial of the pause's own, as there is nothing new to decode: that
     partial is sent again, marked `paused` (and `reused`: no decode), once the pause is PAUSED_S long."""
     if (st.utt_start is None or st.decoding or st.heard is None or st.pause_told == st.vad.last_voiced_end
-            or st.vad.silence_so_far_s() < PAUSED_S):
+            or not _paused(st)):
         return
     if not _heard_all(st, st.utt_start, st.vad.last_voiced_end):
         return
@@ -327,11 +332,11 @@ def _next_jobs(streams: dict[str, _Stream], config: ListenerConfig, hops_free: b
     taken = {j.sid for j in jobs}
     due = sorted((_partial_order(st), sid) for sid, st in streams.items()
                  if sid not in taken and not st.decoding and _partial_due(st, config)
-                 and (hops_free or st.vad.silence_so_far_s() >= PAUSED_S))
+                 and (hops_free or _paused(st)))
     for _, sid in due[:max(0, config.decode_batch - sum(j.reuse is None for j in jobs))]:
         st = streams[sid]
         end = st.vad.samples_seen
-        paused = st.vad.silence_so_far_s() >= PAUSED_S
+        paused = _paused(st)
         due_s = st.vad.silence_so_far_s() - PAUSED_S if paused else (end - st.last_partial_end) / SAMPLE_RATE - config.partial_hop_s
         st.last_partial_end = end
         st.decoding = True
