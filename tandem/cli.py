@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the embedded LLM serves N requests at once, batched (llama.cpp's own llama-server, built "
                         "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time; 'sessions': "
                         "a slot for each of --max-sessions, which keeps each conversation's prompt evaluated")
+    v.add_argument("--llm-threads", type=int, default=1, metavar="N",
+                   help="CPU threads of the embedded LLM server (default 1: on 2 cores the other is the frame loop's "
+                        "and the Listener's)")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
     v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
@@ -352,15 +355,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise TandemError("--llm-nice is a niceness from 0 to 19 (a process may not raise its children above itself)")
     if not 0 <= args.listener_nice <= 19:
         raise TandemError("--listener-nice is a niceness from 0 to 19")
-    if min(args.listener_batch, args.listener_lanes, args.listener_threads) < 1:
-        raise TandemError("--listener-batch, --listener-lanes and --listener-threads must be at least 1")
+    if min(args.listener_batch, args.listener_lanes, args.listener_threads, args.llm_threads) < 1:
+        raise TandemError("--listener-batch, --listener-lanes, --listener-threads and --llm-threads must be at least 1")
     parallel = parallel_for(args.llm_parallel, args.max_sessions)
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
         front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
-        llm_concurrency=args.llm_concurrency or parallel, llm_parallel=parallel,
+        llm_concurrency=args.llm_concurrency or parallel, llm_parallel=parallel, llm_threads=args.llm_threads,
         knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
         llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,

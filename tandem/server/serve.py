@@ -40,6 +40,7 @@ class ServeOptions:
     llm_model: str | None = None
     llm_concurrency: int = 1
     llm_parallel: int = 1
+    llm_threads: int = 1  # CPU threads of the embedded LLM server
     llm_affinity_wait_s: float = 0.3  # SharedLLM: how long the oldest request may wait for one that goes on from the last prompt
     knowledge: Path | None = None
     knowledge_index: Path | None = None
@@ -126,7 +127,7 @@ def serve(opts: ServeOptions) -> int:
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
                             backend_nice=opts.backend_nice, llm_nice=opts.llm_nice,
-                            need_tts=False, llm_parallel=opts.llm_parallel, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
+                            need_tts=False, llm_parallel=opts.llm_parallel, llm_threads=opts.llm_threads, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages,
                             listener=ListenerConfig(decode_batch=opts.listener_batch, decode_lanes=opts.listener_lanes,
                                                     whisper_threads=opts.listener_threads,
