@@ -392,19 +392,23 @@ class OracleScheduler:
         # tandem mode often speaks before the final exists. (A reply begun in a pause, with the user
         # going on, is not one: the voice yields to the user, and the next reply opens afresh.)
         replying = self.conv.reply_under_way() and not self.conv.hearing
+        standalone = asked or question
+        # once the reply has begun, a fresh opening would have the front-end say its first words again;
+        # the reply goes on from the opening it began with, so a stream that agrees continues it
+        if not replying:
+            self._opening = restate(standalone, short=self._llm_answers_soon(),
+                                    short_words=cfg.short_opening_words) if cfg.restate else None
+        elif self._opening and not still_fits(self._opening, standalone):
+            self._opening = None  # the question changed under the opening: the reply repairs it
+        # the LLM goes on from the opening in full, whichever the front-end says ("It is" names no subject)
+        full_opening = (restate(standalone) or "") if self._opening else ""
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
-                                question=question, asked=asked, max_tokens=cfg.max_tokens, stream=st.sid)
+                                question=question, asked=asked, opening=full_opening, max_tokens=cfg.max_tokens,
+                                stream=st.sid)
         self._live[st.sid] = st
         self._last = st
         self.stats["starts"] += 1
         self.timeline.add(tl.LLM_START, stream=st.sid, provider=self.provider.name, **self.provider.describe(request))
-        # once the reply has begun, a fresh opening would have the front-end say its first words again;
-        # the reply goes on from the opening it began with, so a stream that agrees continues it
-        if not replying:
-            self._opening = restate(request.standalone, short=self._llm_answers_soon(),
-                                    short_words=cfg.short_opening_words) if cfg.restate else None
-        elif self._opening and not still_fits(self._opening, request.standalone):
-            self._opening = None  # the question changed under the opening: the reply repairs it
         opening = self._opening
         if opening:
             st.splicer = Splicer(opening, request.standalone)

@@ -25,6 +25,7 @@ class FakeLLMBehaviour:
     garbage: bool = False
     error_after: int | None = None  # send an error object after this many tokens
     drop_after: int | None = None  # close the connection abruptly after this many tokens
+    continues: bool = False  # as llama-server: a last assistant message is gone on from, its text streamed first
 
 
 class FakeOpenAIServer:
@@ -83,7 +84,10 @@ class FakeOpenAIServer:
                 await resp.write(b"this is not SSE\n\n")
                 return resp
             await asyncio.sleep(b.first_token_delay_s)
-            for i, tok in enumerate(b.tokens):
+            tokens = list(b.tokens)
+            if b.continues and body["messages"][-1]["role"] == "assistant":
+                tokens[0] = body["messages"][-1]["content"] + tokens[0]
+            for i, tok in enumerate(tokens):
                 if b.error_after is not None and i == b.error_after:
                     await resp.write(b'data: {"error": {"message": "model crashed"}}\n\n')
                     return resp

@@ -32,6 +32,10 @@ class LLMConfig:
     connect_timeout_s: float = 3.0
     first_token_timeout_s: float = 20.0  # a cold hosted model may take long; the frame loop never waits for it
     chunk_timeout_s: float = 10.0  # between chunks once the first token came
+    # the server goes on from a reply's first words given as the last (assistant) message, instead of
+    # answering after it: llama.cpp's llama-server does (TANDEM_LLM_PREFILL=1 for one behind --llm-url);
+    # OpenAI's API does not
+    prefill: bool = False
 
     @property
     def endpoint(self) -> str:
@@ -43,7 +47,8 @@ class LLMConfig:
         if not url:
             return None
         return cls(url=url, model=model or os.environ.get("TANDEM_LLM_MODEL") or "default",
-                   api_key=os.environ.get("TANDEM_LLM_API_KEY"), **kw)
+                   api_key=os.environ.get("TANDEM_LLM_API_KEY"),
+                   prefill=os.environ.get("TANDEM_LLM_PREFILL", "").lower() in ("1", "true", "yes"), **kw)
 
 
 def chat_endpoint(url: str) -> str:

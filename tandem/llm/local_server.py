@@ -115,6 +115,12 @@ class LocalLlamaServer:
     def model(self) -> str:
         return MODEL_ALIAS
 
+    @property
+    def continues_replies(self) -> bool:
+        """Whether a last assistant message is gone on from rather than answered anew (LLMConfig.prefill):
+        llama.cpp's own llama-server continues it; llama-cpp-python's server starts a new reply after it."""
+        return self.server_binary is not None
+
     def start(self) -> "LocalLlamaServer":
         if self.command is None and not self.model_path.exists():
             raise BackendUnavailable(f"embedded LLM weights not found at {self.model_path}")

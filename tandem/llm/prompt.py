@@ -149,8 +149,14 @@ def oracle_messages(turns: Sequence[tuple[str, str]], partial: str = "", chat: b
 
 
 def describe(messages: list[dict[str, str]]) -> dict:
-    """The prompt as the timeline records it: the last message, and the messages between (chat form)."""
+    """The prompt as the timeline records it: the last message, the messages between (chat form), and
+    the reply's beginning the LLM is to go on from, if it is given one."""
+    prefill = messages[-1]["content"] if len(messages) > 2 and messages[-1]["role"] == "assistant" else None
+    if prefill is not None:
+        messages = messages[:-1]
     out: dict = {"prompt": messages[-1]["content"]}
     if len(messages) > 2:
         out["history"] = [f'{m["role"]}: {m["content"]}' for m in messages[1:-1]]
+    if prefill is not None:
+        out["prefill"] = prefill
     return out

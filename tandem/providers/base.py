@@ -23,6 +23,9 @@ class OracleRequest:
     question: str = ""  # the user's current turn: its finals and the partial
     asked: str = ""  # the same as a question that stands alone, where it is a follow-up fragment (followup.py)
     context: tuple[str, ...] = ()  # passages the answer is to come from (set by a retrieval provider)
+    # the reply's first words as the question gives them ("The capital of Peru is", restate.py): an LLM
+    # that goes on from them says the answer word first instead of restating the question
+    opening: str = ""
     max_tokens: int = 60
     stream: int = 0  # the scheduler's stream id, for timeline events
 
