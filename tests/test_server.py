@@ -57,6 +57,19 @@ async def test_a_spoken_question_gets_a_spoken_answer_with_text_and_events():
     assert st["sessions"] == 1 and st["llm"] == {"waiting": 0, "running": 0}
 
 
+async def test_a_served_session_has_the_llm_go_on_from_the_opening_it_is_saying():
+    """The LLM shared by a server's sessions (SharedLLM) asks as a session's own client would: where the
+    server continues a reply, with the restated opening as its beginning."""
+    asked: list = []
+    async with fake_server(llm_tokens=[" Paris", "."], llm_continues=True, llm_requests=asked) as (base, hub, _):
+        c = await converse(base)
+        await asyncio.sleep(0.3)
+        await c.close()
+    assert not c.got.errors
+    assert asked and asked[-1]["body"]["messages"][-1] == {"role": "assistant", "content": "The capital of France is"}
+    assert "".join(c.got.texts).split() == ["The", "capital", "of", "France", "is", "Paris."], c.got.texts
+
+
 async def test_an_unmodified_moshi_client_gets_only_moshi_messages():
     async with fake_server() as (base, _, _):
         c = await converse(base, events=False)
@@ -480,3 +493,28 @@ def test_loadtest_counts_either_llm_engine_as_the_llm():
     assert role(FakeProc("python -m tandem.llm.llama_main --model m.gguf"), False, False) == "llm"
     assert role(FakeProc("python -c from multiprocessing.spawn import spawn_main"), False, False) == "listener+voice"
     assert role(FakeProc("python -m tandem serve"), False, True) == "server"
+
+
+def test_the_loadtests_server_is_never_held_up_by_its_own_log(tmp_path):
+    """A server that logs a fault over and over writes far more than a pipe holds (64 KiB): unread, its
+    next write blocks and its frame loop with it. The loadtest reads it as it comes, counts the errors
+    and keeps the last lines."""
+    import subprocess
+    import sys
+
+    from tandem.server.loadtest import ServerLog
+
+    chatty = ("import sys\n"
+              "for i in range(20000): print(f'asyncio ERROR Exception in callback {i}', file=sys.stderr)\n"
+              "print('serving on http://127.0.0.1:1/ (done)', flush=True)\n"
+              "for i in range(5000): print(f'out {i}')\n")
+    proc = subprocess.Popen([sys.executable, "-c", chatty], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = ServerLog(proc, tmp_path / "server.log")
+    assert "serving on" in proc.stdout.readline()
+    log.drain_too(proc.stdout)
+    assert proc.wait(timeout=30) == 0, "the server wrote everything without waiting for a reader"
+    log.close()
+    assert log.errors == 20000
+    assert len(log.tail) == 40 and ("out 4999" in log.tail or "asyncio ERROR Exception in callback 19999" in log.tail)
+    kept = (tmp_path / "server.log").read_text().splitlines()
+    assert len(kept) == 25000 and "out 4999" in kept and "asyncio ERROR Exception in callback 19999" in kept

@@ -86,16 +86,20 @@ def question(lead_s: float = 0.2, speech_s: float = 0.8, tail_s: float = 1.2) ->
 @contextlib.asynccontextmanager
 async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto.Limits = proto.Limits(),
                       token: str | None = None, record_dir=None, allow_origins: tuple[str, ...] = (),  # noqa: ANN001
-                      llm_tokens: list[str] | None = None,
+                      llm_tokens: list[str] | None = None, llm_continues: bool = False,
+                      llm_requests: list | None = None,  # filled with what the fake LLM is asked
                       allow_hosts: tuple[str, ...] = (), knowledge=None,  # noqa: ANN001 - a KnowledgeBase
                       ) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
     """An in-process server on 127.0.0.1 with fakes behind it: the energy Listener, the fake
     OpenAI server, FakeFrontEnd (echoes oracle words with a tone) and FakeTTS."""
     from fakes import FakeLLMBehaviour
 
-    with FakeOpenAIServer(FakeLLMBehaviour(tokens=llm_tokens) if llm_tokens else None) as llm_srv:
+    behaviour = FakeLLMBehaviour(**({"tokens": llm_tokens} if llm_tokens else {}), continues=llm_continues)
+    with FakeOpenAIServer(behaviour) as llm_srv:
+        if llm_requests is not None:
+            llm_srv.requests = llm_requests
         listener = EnergyListener()
-        llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m")))
+        llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m", prefill=llm_continues)))
         provider = PerSessionFrontEnds(lambda tts: FakeFrontEnd(), name="fake") if mode != "cascade" else None
         backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider, knowledge=knowledge)
         hub = Hub(backend, HubConfig(session=SessionConfig(mode=mode), max_sessions=max_sessions, limits=limits,

@@ -11,6 +11,7 @@ after it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -285,7 +287,43 @@ class CpuMeter:
                 "ours_by_role": {k: round(v, 2) for k, v in sorted(by_role.items())}}
 
 
-def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa: ANN001
+class ServerLog:
+    """What the server started for a run writes, read as it comes. (Left in a pipe nobody reads, a
+    server that logs a fault over and over fills the pipe in seconds and its frame loop stops on the
+    next write.) Kept: the last lines, the errors counted, and all of it in `path` when given."""
+
+    ERROR = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback ")
+
+    def __init__(self, proc: subprocess.Popen, path: Path | None = None) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.errors = 0
+        self._file = path.open("w") if path else None
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._drain, args=(proc.stderr,), daemon=True, name="server-log")]
+        for t in self._threads:
+            t.start()
+
+    def drain_too(self, stream) -> None:  # noqa: ANN001 - a text pipe
+        t = threading.Thread(target=self._drain, args=(stream,), daemon=True, name="server-out")
+        self._threads.append(t)
+        t.start()
+
+    def _drain(self, stream) -> None:  # noqa: ANN001
+        for line in stream:
+            with self._lock:
+                self.tail.append(line.rstrip("\n"))
+                self.errors += bool(self.ERROR.search(line))
+                if self._file:
+                    self._file.write(line)
+
+    def close(self) -> None:
+        for t in self._threads:
+            t.join(timeout=5)
+        if self._file:
+            self._file.close()
+
+
+def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str, ServerLog]:  # noqa: ANN001
     from ..llm.local_server import free_port
 
     port = free_port()
@@ -297,15 +335,18 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str]:  # noqa:
         cmd += ["--record", str(args.record)]
     cmd += list(getattr(args, "server_arg", None) or [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = ServerLog(proc, args.record / f"server-{sessions}.log" if args.record else None)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            err = proc.stderr.read()
-            raise TandemError(f"the server did not start: {err.strip()[-400:]}")
+            proc.wait()
+            log.close()
+            raise TandemError("the server did not start: " + " | ".join(list(log.tail)[-6:])[-400:])
         m = re.search(r"serving on (http://\S+?)/ ", line)
         if m:
-            return proc, m.group(1)
+            log.drain_too(proc.stdout)
+            return proc, m.group(1), log
     proc.terminate()
     raise TandemError("the server did not start within 180 s")
 
@@ -322,11 +363,11 @@ def parse_session_counts(text: str) -> list[int]:
 
 
 def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[str]]], transcriber) -> tuple[dict, list]:  # noqa: ANN001
-    proc = None
+    proc = server_log = None
     url = args.url
     try:
         if url is None:
-            proc, url = _spawn_server(args, n)
+            proc, url, server_log = _spawn_server(args, n)
         meter = CpuMeter(proc.pid if proc else None)
         reports, status = asyncio.run(run_clients(url, n, args.duration, audios, args.token))
         cpu = meter.report()
@@ -337,10 +378,17 @@ def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[st
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if server_log is not None:
+            server_log.close()
+            if server_log.errors:
+                print(f"the server logged {server_log.errors} errors; its last lines:", file=sys.stderr)
+                print("\n".join(server_log.tail), file=sys.stderr)
     # after the run: transcribing is not part of the load
     score_answers(reports, [a for _, a in qa], transcriber, [q for q, _ in qa])
     summary = summarize(reports, status)
     summary["cpu"] = cpu
+    if server_log is not None:
+        summary["server_log_errors"] = server_log.errors
     summary["verdict"] = verdict(summary)
     return summary, reports
 

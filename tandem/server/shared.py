@@ -103,6 +103,10 @@ class SharedLLM:
         self.stats = {"served": 0, "out_of_turn": 0}
         self.ttfts: deque[float] = deque(maxlen=8)  # every session's streams' time to first token (OracleScheduler)
 
+    @property
+    def config(self):  # noqa: ANN201 - LLMConfig: how the providers ask (its prefill setting among them)
+        return self.client.config
+
     async def _acquire(self, messages: list[dict[str, str]]) -> None:
         if self._free > 0 and not self._queue:
             self._free -= 1
