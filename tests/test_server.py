@@ -509,12 +509,12 @@ def test_the_loadtests_server_is_never_held_up_by_its_own_log(tmp_path):
               "print('serving on http://127.0.0.1:1/ (done)', flush=True)\n"
               "for i in range(5000): print(f'out {i}')\n")
     proc = subprocess.Popen([sys.executable, "-c", chatty], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = ServerLog(proc, tmp_path / "server.log")
+    log = ServerLog(proc, tmp_path / "record" / "server.log")  # --record's folder, made by the server later
     assert "serving on" in proc.stdout.readline()
     log.drain_too(proc.stdout)
     assert proc.wait(timeout=30) == 0, "the server wrote everything without waiting for a reader"
     log.close()
     assert log.errors == 20000
     assert len(log.tail) == 40 and ("out 4999" in log.tail or "asyncio ERROR Exception in callback 19999" in log.tail)
-    kept = (tmp_path / "server.log").read_text().splitlines()
+    kept = (tmp_path / "record" / "server.log").read_text().splitlines()
     assert len(kept) == 25000 and "out 4999" in kept and "asyncio ERROR Exception in callback 19999" in kept

@@ -297,6 +297,8 @@ class ServerLog:
     def __init__(self, proc: subprocess.Popen, path: Path | None = None) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.errors = 0
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("w") if path else None
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._drain, args=(proc.stderr,), daemon=True, name="server-log")]
