@@ -77,7 +77,8 @@ class Stack(contextlib.AbstractContextManager):
                     self.server = self._stack.enter_context(LocalLlamaServer(threads=cfg.llm_threads,
                                                                              parallel=cfg.llm_parallel))
                     self.llm_config = LLMConfig(url=self.server.url, model=self.server.model,
-                                                prefill=self.server.continues_replies)
+                                                prefill=self.server.continues_replies,
+                                                slots=self.server.parallel if self.server.continues_replies else 0)
                 log.info("LLM: %s (model %s)", self.llm_config.endpoint, self.llm_config.model)
             self.listener = self._stack.enter_context(ListenerProcess(cfg.listener))
             if cfg.need_tts:

@@ -141,3 +141,28 @@ def test_the_embedded_llama_server_goes_on_from_the_opening():
     reply = "".join(deltas)
     assert reply.startswith("The capital of France is Paris"), reply
     assert "Paris" in deltas[0], "the answer word comes with the first token, not after the question restated"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _llama_server_built(), reason="llama.cpp's own llama-server is not built "
+                                                      "(make setup-llama-server, about 25 min)")
+def test_the_embedded_llama_server_serves_a_session_in_the_slot_it_holds():
+    from tandem.llm.local_server import LocalLlamaServer
+    from tandem.server.shared import SharedLLM
+
+    async def ask(srv: LocalLlamaServer) -> str:
+        llm = SharedLLM(ChatClient(LLMConfig(url=srv.url, model=srv.model, slots=srv.parallel)), concurrency=2)
+        first, second = llm.for_session(), llm.for_session()
+        try:
+            messages = [{"role": "user", "content": "What is the capital of France?"}]
+            return "".join([d async for d in second.stream(messages, max_tokens=8)])
+        finally:
+            first.close()
+            second.close()
+            await llm.aclose()
+
+    with LocalLlamaServer(parallel=2) as srv:
+        reply = asyncio.run(ask(srv))
+        log = srv._log_path.read_text()
+    assert reply.strip()
+    assert "selected slot by id (1)" in log, "the second session's request went to its slot, 1"

@@ -17,6 +17,7 @@ from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, check_bind
 from tandem.server.client import HandshakeError, ProtocolClient
 from tandem.errors import TandemError
+from fakes import until
 from test_server_support import QUESTION_TEXT, fake_server, question
 
 # a frame loop held up by its back-end misses dozens of frames; a busy CI machine can cost one or two
@@ -68,6 +69,18 @@ async def test_a_served_session_has_the_llm_go_on_from_the_opening_it_is_saying(
     assert not c.got.errors
     assert asked and asked[-1]["body"]["messages"][-1] == {"role": "assistant", "content": "The capital of France is"}
     assert "".join(c.got.texts).split() == ["The", "capital", "of", "France", "is", "Paris."], c.got.texts
+
+
+async def test_live_sessions_ask_in_llm_slots_of_their_own_and_give_them_back():
+    asked: list = []
+    async with fake_server(llm_slots=2, llm_requests=asked) as (base, hub, _):
+        a, b = await asyncio.gather(converse(base), converse(base))
+        assert not a.got.errors and not b.got.errors
+        assert {r["body"]["id_slot"] for r in asked} == {0, 1}, "one slot each, whichever connected first"
+        await a.close()
+        await b.close()
+        await until(lambda: hub.status()["sessions"] == 0)
+        assert hub.backend.llm.for_session().slot == 0, "both slots were given back"
 
 
 async def test_an_unmodified_moshi_client_gets_only_moshi_messages():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from fakes import FakeFrontEnd, FakeOpenAIServer, FakeTTS
+from fakes import FakeFrontEnd, FakeLLMBehaviour, FakeOpenAIServer, FakeTTS
 from tandem.audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.server import protocol as proto
@@ -88,18 +88,18 @@ async def fake_server(mode: str = "tandem", max_sessions: int = 4, limits: proto
                       token: str | None = None, record_dir=None, allow_origins: tuple[str, ...] = (),  # noqa: ANN001
                       llm_tokens: list[str] | None = None, llm_continues: bool = False,
                       llm_requests: list | None = None,  # filled with what the fake LLM is asked
+                      llm_slots: int = 0,
                       allow_hosts: tuple[str, ...] = (), knowledge=None,  # noqa: ANN001 - a KnowledgeBase
                       ) -> AsyncIterator[tuple[str, Hub, EnergyListener]]:
     """An in-process server on 127.0.0.1 with fakes behind it: the energy Listener, the fake
     OpenAI server, FakeFrontEnd (echoes oracle words with a tone) and FakeTTS."""
-    from fakes import FakeLLMBehaviour
-
     behaviour = FakeLLMBehaviour(**({"tokens": llm_tokens} if llm_tokens else {}), continues=llm_continues)
     with FakeOpenAIServer(behaviour) as llm_srv:
         if llm_requests is not None:
             llm_srv.requests = llm_requests
         listener = EnergyListener()
-        llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m", prefill=llm_continues)))
+        llm = SharedLLM(ChatClient(LLMConfig(url=llm_srv.url, model="m", prefill=llm_continues,
+                                                slots=llm_slots)))
         provider = PerSessionFrontEnds(lambda tts: FakeFrontEnd(), name="fake") if mode != "cascade" else None
         backend = Backend(listener, llm, SerializedTTS(FakeTTS()), provider, knowledge=knowledge)
         hub = Hub(backend, HubConfig(session=SessionConfig(mode=mode), max_sessions=max_sessions, limits=limits,
@@ -452,6 +452,34 @@ async def test_a_session_that_cancels_its_stream_for_a_newer_partial_keeps_the_l
     newer = asyncio.create_task(_drain(llm, _msgs("A", "what is the")))
     await asyncio.gather(other, newer, return_exceptions=True)
     assert fake.order == ["A: what is", "A: what is the", "B: how many"]
+
+
+async def test_each_session_asks_the_llm_in_a_server_slot_of_its_own_while_there_is_one():
+    """llama-server keeps each slot's last prompt evaluated: a session pinned to its own slot (id_slot)
+    goes on from its own dialogue, and never takes the slot of another session's."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Paris."])) as srv:
+        llm = SharedLLM(ChatClient(LLMConfig(url=srv.url, model="m", slots=2)), concurrency=2)
+        a, b, c = llm.for_session(), llm.for_session(), llm.for_session()
+        assert (a.slot, b.slot, c.slot) == (0, 1, None), "no slot left: the server picks one"
+        for s in (a, b, c):
+            assert [d async for d in s.stream(_msgs(str(s.slot), "what"))] == ["Paris."]
+        assert [r["body"].get("id_slot") for r in srv.requests] == [0, 1, None]
+        a.close()
+        a.close()  # twice: given back once
+        d, e = llm.for_session(), llm.for_session()
+        assert (d.slot, e.slot) == (0, None), "a slot given back is a new session's"
+        assert d.config is llm.config and d.load() == 0
+        await llm.aclose()
+
+
+async def test_without_slots_no_request_names_one():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Paris."])) as srv:
+        llm = SharedLLM(ChatClient(LLMConfig(url=srv.url, model="m")))  # OpenAI's API: slots unknown
+        s = llm.for_session()
+        assert s.slot is None
+        assert [d async for d in s.stream(_msgs("A", "what"))] == ["Paris."]
+        assert "id_slot" not in srv.requests[-1]["body"]
+        await llm.aclose()
 
 
 def test_autogroup_nice_reads_the_group_and_is_none_in_the_default_group(monkeypatch, tmp_path):

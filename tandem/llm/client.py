@@ -36,6 +36,10 @@ class LLMConfig:
     # answering after it: llama.cpp's llama-server does (TANDEM_LLM_PREFILL=1 for one behind --llm-url);
     # OpenAI's API does not
     prefill: bool = False
+    # llama.cpp's llama-server: its slots, each keeping the prompt it evaluated last. Above 0, a
+    # conversation may be pinned to one (`id_slot`), so its next request goes on from its own prompt
+    # instead of landing where another conversation was and evaluating its history again
+    slots: int = 0
 
     @property
     def endpoint(self) -> str:
@@ -77,12 +81,15 @@ class ChatClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> AsyncIterator[str]:
+    async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
+                     slot: int | None = None) -> AsyncIterator[str]:
         """Yield text deltas as they arrive. Raises LLMError. Breaking out of the loop (or
-        cancelling the task) closes the connection."""
+        cancelling the task) closes the connection. `slot`: the server slot to serve it (LLMConfig.slots)."""
         cfg = self.config
         body = {"model": cfg.model, "messages": messages, "stream": True,
                 "max_tokens": max_tokens or cfg.max_tokens, "temperature": cfg.temperature}
+        if slot is not None:
+            body["id_slot"] = slot
         loop = asyncio.get_running_loop()
         first_deadline = loop.time() + cfg.first_token_timeout_s  # the response headers count against it
         no_first = f"LLM server at {cfg.endpoint} timed out: no first token within {cfg.first_token_timeout_s:g} s"

@@ -102,6 +102,16 @@ class SharedLLM:
         self.running = 0
         self.stats = {"served": 0, "out_of_turn": 0}
         self.ttfts: deque[float] = deque(maxlen=8)  # every session's streams' time to first token (OracleScheduler)
+        self._free_slots = list(range(getattr(getattr(client, "config", None), "slots", 0)))  # server slots no session holds
+
+    def for_session(self) -> "SessionLLM":
+        """This LLM as one session asks it: pinned to a server slot of its own while there is one free."""
+        slot = self._free_slots.pop(0) if self._free_slots else None
+        return SessionLLM(self, slot)
+
+    def _give_back(self, slot: int) -> None:
+        self._free_slots.append(slot)
+        self._free_slots.sort()
 
     @property
     def config(self):  # noqa: ANN201 - LLMConfig: how the providers ask (its prefill setting among them)
@@ -142,7 +152,8 @@ class SharedLLM:
             self._free -= 1
             fut.set_result(None)
 
-    async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> AsyncIterator[str]:
+    async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
+                     slot: int | None = None) -> AsyncIterator[str]:
         self.waiting += 1
         try:
             await self._acquire(messages)
@@ -152,7 +163,8 @@ class SharedLLM:
         self.stats["served"] += 1
         self._last = messages
         try:
-            async for delta in self.client.stream(messages, max_tokens=max_tokens):
+            async for delta in self.client.stream(messages, max_tokens=max_tokens,
+                                                  **({"slot": slot} if slot is not None else {})):
                 yield delta
         finally:
             self.running -= 1
@@ -164,6 +176,29 @@ class SharedLLM:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+class SessionLLM:
+    """One session's way to the SharedLLM: its requests go to the server slot it holds (None: any), the
+    rest is the shared LLM's. `close` gives the slot back."""
+
+    def __init__(self, shared: SharedLLM, slot: int | None) -> None:
+        self.shared = shared
+        self.slot = slot
+        self.config = shared.config
+        self.concurrency = shared.concurrency
+        self.ttfts = shared.ttfts
+
+    def load(self) -> int:
+        return self.shared.load()
+
+    def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> AsyncIterator[str]:
+        return self.shared.stream(messages, max_tokens=max_tokens, slot=self.slot)
+
+    def close(self) -> None:
+        if self.slot is not None:
+            self.shared._give_back(self.slot)
+            self.slot = None
 
 
 class SerializedTTS:

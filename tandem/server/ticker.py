@@ -33,7 +33,7 @@ from .connection import Client
 from .encoder import OutputEncoder
 from .health import Health
 from .record import Recorder
-from .shared import FrontEndProvider, SharedLLM
+from .shared import FrontEndProvider, SessionLLM, SharedLLM
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +115,16 @@ class Hub:
             front_end = b.front_ends.open(b.tts)
         elif b.tts is not None:
             voicer = Voicer(b.tts)
+        llm = b.llm.for_session() if b.llm is not None else None
         try:
-            session = Session(cfg.session, b.listener, b.llm, voicer=voicer, front_end=front_end,
+            session = Session(cfg.session, b.listener, llm, voicer=voicer, front_end=front_end,
                               oracle_policy=make_policy(cfg.oracle_policy) if mode == "tandem" else None,
                               meta={"input": f"live:{peer}"}, supervisor=b.supervisor,
                               knowledge=b.knowledge if cfg.session.knowledge else None)
         except BaseException:
             _close_parts(front_end, voicer)
+            if llm is not None:
+                llm.close()
             raise
         recorder = Recorder(cfg.record_dir, session.sid) if cfg.record_dir else None
         client = Client(ws, session, front_end, voicer, events, peer, limits=cfg.limits, encoder=self.encoder,
@@ -150,6 +153,8 @@ class Hub:
                 client.sender.cancel()
                 await asyncio.gather(client.sender, return_exceptions=True)
             await client.session.close()
+            if isinstance(client.session.client, SessionLLM):
+                client.session.client.close()  # its LLM slot, for the next session
             # a voicer's thread may be waiting for the shared TTS: join it off the event loop
             await self.off_loop(_close_parts, client.front_end, client.voicer, True)
             if client.front_end is not None and hasattr(client.front_end, "close"):
