@@ -199,6 +199,7 @@ class OracleScheduler:
         self.settled = False
         self._last: _Stream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
+        self._prefill = ""  # the same opening in full, which an LLM that continues a reply goes on from
         # the LLM's time to first token, the last streams; a server's sessions share one (set by the session):
         # a session's first turn then knows how soon the LLM answers now, where its own history knew nothing
         # and said the subject in full ("The play Romeo and Juliet was written by" where "It was written by"
@@ -224,7 +225,7 @@ class OracleScheduler:
         """Before the Conversation hears `text`: text with no turn being heard begins a new user turn,
         and the last reply's opening is not this one's."""
         if text.strip() and not self.conv.hearing:
-            self._opening = None
+            self._opening, self._prefill = None, ""
             self._held_stale = True
 
     def reply_dropped(self, by_words: bool = False) -> None:
@@ -353,6 +354,10 @@ class OracleScheduler:
         self._asked_at_start = self.conv.standalone_question()
         self._launch(final)
 
+    def _continues_replies(self) -> bool:
+        """The provider's LLM goes on from a reply begun for it (LLMConfig.prefill)."""
+        return bool(getattr(self.provider, "continues_replies", False))
+
     def _llm_answers_soon(self) -> bool:
         """The LLM's last replies began within `short_opening_ttft_s` (not known before the first)."""
         return bool(self.ttfts) and statistics.median(self.ttfts) < self.config.short_opening_ttft_s
@@ -396,12 +401,19 @@ class OracleScheduler:
         # once the reply has begun, a fresh opening would have the front-end say its first words again;
         # the reply goes on from the opening it began with, so a stream that agrees continues it
         if not replying:
-            self._opening = restate(standalone, short=self._llm_answers_soon(),
-                                    short_words=cfg.short_opening_words) if cfg.restate else None
+            opening = restate(standalone, short=self._llm_answers_soon(),
+                              short_words=cfg.short_opening_words) if cfg.restate else None
+            if opening:
+                self._opening, self._prefill = opening, restate(standalone) or opening
+            elif not (self._opening and self._continues_replies() and still_fits(self._opening, standalone)):
+                self._opening, self._prefill = None, ""
+            # else a partial cut off mid-phrase ("...Romeo and just...") keeps the opening the front-end may
+            # already be saying: an LLM that goes on from it agrees with it, where one asked afresh replied
+            # "The play Romeo and Juliet by William Shakespeare is written by..." and the reply was taken back
         elif self._opening and not still_fits(self._opening, standalone):
-            self._opening = None  # the question changed under the opening: the reply repairs it
+            self._opening, self._prefill = None, ""  # the question changed under the opening: the reply repairs it
         # the LLM goes on from the opening in full, whichever the front-end says ("It is" names no subject)
-        full_opening = (restate(standalone) or "") if self._opening else ""
+        full_opening = self._prefill if self._opening else ""
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
                                 question=question, asked=asked, opening=full_opening, max_tokens=cfg.max_tokens,
                                 stream=st.sid)
@@ -488,7 +500,7 @@ class OracleScheduler:
                 st.quiet = ""  # compared afresh: the reply now begins without the opening
             else:
                 self._send("reset")  # the reply could not continue the opening: it replaces it, once
-            self._opening = None  # and a later stream of this turn must not bring the opening back
+            self._opening, self._prefill = None, ""  # and a later stream of this turn must not bring the opening back
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
         if end and not sp.continued:
             return OPENING_FALLBACK

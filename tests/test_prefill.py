@@ -115,6 +115,30 @@ async def test_without_prefill_the_request_ends_with_the_users_turn():
         await sched.aclose()
 
 
+@pytest.mark.parametrize("continues", [True, False])
+async def test_a_partial_cut_off_mid_phrase_keeps_the_opening_for_an_llm_that_goes_on_from_it(continues):
+    """"who wrote the play" is restated "The play was written by"; the next partial, "...Romeo and just...",
+    stops mid-phrase and has no opening of its own. An LLM that continues a reply is given the one the
+    front-end may already be saying; one that does not is asked afresh (the rule before)."""
+    tokens = [" William", " Shakespeare", "."] if continues else ["Romeo and Juliet is by Shakespeare."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=tokens, continues=continues, first_token_delay_s=0.2)) as srv:
+        sched, timeline, emitted = _scheduler(srv, prefill=continues)
+        sched.on_partial("who wrote the play")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "The play was written by"
+        await until(lambda: len(srv.requests) == 1)
+        sched.on_partial("Who wrote the play Romeo and just...")
+        await until(lambda: len(srv.requests) == 2)
+        last = srv.requests[-1]["body"]["messages"][-1]
+        if continues:
+            assert last == {"role": "assistant", "content": "The play was written by"}
+            await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+            assert "".join(t for k, t in emitted if k == "append") == "The play was written by William Shakespeare."
+            assert [k for k, _ in emitted].count("reset") == 1, "nothing said was taken back"
+        else:
+            assert last["role"] == "user" and len(timeline.of_kind(tl.RESTATE)) == 1
+        await sched.aclose()
+
+
 def _llama_server_built() -> bool:
     from tandem.llm.build_server import find
 

@@ -30,6 +30,11 @@ class LLMProvider:
             messages.append({"role": "assistant", "content": request.opening})
         return messages
 
+    @property
+    def continues_replies(self) -> bool:
+        """The server goes on from a reply begun for it (the scheduler then keeps an opening it began)."""
+        return bool(self.client.config.prefill)
+
     def observe(self, text: str, final: bool, note: Note = note_nothing) -> None:
         pass
 
