@@ -350,6 +350,7 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str, ServerLog
             log.drain_too(proc.stdout)
             return proc, m.group(1), log
     proc.terminate()
+    log.close()
     raise TandemError("the server did not start within 180 s")
 
 

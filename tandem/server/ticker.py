@@ -153,8 +153,6 @@ class Hub:
                 client.sender.cancel()
                 await asyncio.gather(client.sender, return_exceptions=True)
             await client.session.close()
-            if isinstance(client.session.client, SessionLLM):
-                client.session.client.close()  # its LLM slot, for the next session
             # a voicer's thread may be waiting for the shared TTS: join it off the event loop
             await self.off_loop(_close_parts, client.front_end, client.voicer, True)
             if client.front_end is not None and hasattr(client.front_end, "close"):
@@ -162,6 +160,8 @@ class Hub:
             if client.recorder is not None:
                 await self.off_loop(client.recorder.close, client.session.timeline)
         finally:
+            if isinstance(client.session.client, SessionLLM):
+                client.session.client.close()  # its LLM slot, for the next session
             self.unreserve()
 
     # -- the ticker -------------------------------------------------------------------------------
