@@ -70,12 +70,35 @@ async def test_frames_on_time_leave_no_miss():
 
 
 def test_between_splits_wall_time_and_never_goes_negative():
-    a = (10.0, 1_000_000, 5_000_000)
-    b = (30.0, 21_000_000, 15_000_000)
+    a = (10.0, 1_000_000, 5_000_000, 7)
+    b = (30.0, 21_000_000, 15_000_000, 7)
     got = FrameWatch.between(a, b, 100.0)
     assert got == {"wall_ms": 100.0, "gc_ms": 20.0, "cpu_ms": 10.0, "cpu_wait_ms": 20.0, "blocked_ms": 70.0}
     assert FrameWatch.between(a, b, 5.0)["blocked_ms"] == 0.0
-    assert "cpu_wait_ms" not in FrameWatch.between((0.0, None, 0), (0.0, None, 0), 1.0)
+    assert "cpu_wait_ms" not in FrameWatch.between((0.0, None, 0, 0), (0.0, None, 0, 0), 1.0)
+    assert FrameWatch.between(a, (30.0, 21_000_000, 15_000_000, 9), 100.0)["major_faults"] == 2
+
+
+def test_a_mark_counts_this_threads_page_faults_that_waited_for_the_disk(tmp_path):
+    """A page read from a file not yet in memory is a major fault of the thread that touched it."""
+    import mmap
+    import os
+
+    from tandem.realtime import major_faults
+
+    path = tmp_path / "cold.bin"
+    path.write_bytes(os.urandom(4 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # written back first: a dirty page stays in the cache
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # out of the page cache, as a reclaimer would leave it
+        before = FrameWatch().mark()
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+            sum(m[i] for i in range(0, len(m), 4096))
+        after = FrameWatch().mark()
+    finally:
+        os.close(fd)
+    assert major_faults() >= after[3] > before[3]
 
 
 def test_settle_heap_hides_what_is_alive_from_the_collector():
