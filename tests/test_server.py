@@ -79,7 +79,7 @@ async def test_live_sessions_ask_in_llm_slots_of_their_own_and_give_them_back():
         assert {r["body"]["id_slot"] for r in asked} == {0, 1}, "one slot each, whichever connected first"
         await a.close()
         await b.close()
-        await until(lambda: hub.status()["sessions"] == 0)
+        await until(lambda: hub.active == 0)  # every session's leave has run to its end
         assert hub.backend.llm.for_session().slot == 0, "both slots were given back"
 
 
