@@ -225,7 +225,7 @@ class OracleScheduler:
         """Before the Conversation hears `text`: text with no turn being heard begins a new user turn,
         and the last reply's opening is not this one's."""
         if text.strip() and not self.conv.hearing:
-            self._opening, self._prefill = None, ""
+            self._drop_opening()
             self._held_stale = True
 
     def reply_dropped(self, by_words: bool = False) -> None:
@@ -354,6 +354,9 @@ class OracleScheduler:
         self._asked_at_start = self.conv.standalone_question()
         self._launch(final)
 
+    def _drop_opening(self) -> None:
+        self._opening, self._prefill = None, ""
+
     def _continues_replies(self) -> bool:
         """The provider's LLM goes on from a reply begun for it (LLMConfig.prefill)."""
         return bool(getattr(self.provider, "continues_replies", False))
@@ -406,16 +409,15 @@ class OracleScheduler:
             if opening:
                 self._opening, self._prefill = opening, restate(standalone) or opening
             elif not (self._opening and self._continues_replies() and still_fits(self._opening, standalone)):
-                self._opening, self._prefill = None, ""
+                self._drop_opening()
             # else a partial cut off mid-phrase ("...Romeo and just...") keeps the opening the front-end may
             # already be saying: an LLM that goes on from it agrees with it, where one asked afresh replied
             # "The play Romeo and Juliet by William Shakespeare is written by..." and the reply was taken back
         elif self._opening and not still_fits(self._opening, standalone):
-            self._opening, self._prefill = None, ""  # the question changed under the opening: the reply repairs it
+            self._drop_opening()  # the question changed under the opening: the reply repairs it
         # the LLM goes on from the opening in full, whichever the front-end says ("It is" names no subject)
-        full_opening = self._prefill if self._opening else ""
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
-                                question=question, asked=asked, opening=full_opening, max_tokens=cfg.max_tokens,
+                                question=question, asked=asked, opening=self._prefill, max_tokens=cfg.max_tokens,
                                 stream=st.sid)
         self._live[st.sid] = st
         self._last = st
@@ -500,7 +502,7 @@ class OracleScheduler:
                 st.quiet = ""  # compared afresh: the reply now begins without the opening
             else:
                 self._send("reset")  # the reply could not continue the opening: it replaces it, once
-            self._opening, self._prefill = None, ""  # and a later stream of this turn must not bring the opening back
+            self._drop_opening()  # and a later stream of this turn must not bring the opening back
             self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
         if end and not sp.continued:
             return OPENING_FALLBACK

@@ -383,10 +383,12 @@ class FakeStreamingClient:
     """A fake ChatClient: each request takes 50 ms for its one delta; the order in which requests
     began is recorded."""
 
+    config = LLMConfig(url="http://127.0.0.1:9", model="m")
+
     def __init__(self) -> None:
         self.order: list[str] = []
 
-    async def stream(self, messages, max_tokens=None):  # noqa: ANN001
+    async def stream(self, messages, max_tokens=None, slot=None):  # noqa: ANN001
         import asyncio
         self.order.append(messages[-1]["content"])
         await asyncio.sleep(0.05)

@@ -102,7 +102,7 @@ class SharedLLM:
         self.running = 0
         self.stats = {"served": 0, "out_of_turn": 0}
         self.ttfts: deque[float] = deque(maxlen=8)  # every session's streams' time to first token (OracleScheduler)
-        self._free_slots = list(range(getattr(getattr(client, "config", None), "slots", 0)))  # server slots no session holds
+        self._free_slots = list(range(client.config.slots))  # server slots no session holds
 
     def for_session(self) -> "SessionLLM":
         """This LLM as one session asks it: pinned to a server slot of its own while there is one free."""
@@ -163,8 +163,7 @@ class SharedLLM:
         self.stats["served"] += 1
         self._last = messages
         try:
-            async for delta in self.client.stream(messages, max_tokens=max_tokens,
-                                                  **({"slot": slot} if slot is not None else {})):
+            async for delta in self.client.stream(messages, max_tokens=max_tokens, slot=slot):
                 yield delta
         finally:
             self.running -= 1
