@@ -291,9 +291,18 @@ class OracleScheduler:
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
+        failing = ""  # the last check's error, reported once until a check succeeds or the error changes
         while True:
             await asyncio.sleep(self.config.check_interval_s)
-            self.check()
+            try:
+                self.check()
+                failing = ""
+            except Exception as e:  # noqa: BLE001 - a dead ticker would leave every later turn unanswered, unseen
+                error = f"{type(e).__name__}: {e}"
+                if error != failing:
+                    failing = error
+                    log.exception("scheduler check failed")
+                    self.timeline.add(tl.ERROR, source="scheduler", error=f"internal error in the scheduler: {error}")
 
     def _all_user_text(self) -> str:
         """Everything the user has said in this conversation: its finals, then the live partial.

@@ -201,6 +201,16 @@ class Session:
                 pass
 
     def _on_listener(self, msg: dict[str, Any]) -> None:
+        """A Listener message, on the event loop. It runs as a loop callback, where an exception would only
+        be logged by asyncio and the turn lost unsaid: it goes on the timeline (the client's `error` event)."""
+        try:
+            self._handle_listener(msg)
+        except Exception as e:  # noqa: BLE001 - a fault in one message's handling must not pass unseen
+            log.exception("session %s: handling the Listener's %r failed", self.sid, msg.get("kind"))
+            self.timeline.add(tl.ERROR, source="session",
+                              error=f"internal error handling the Listener's {msg.get('kind')}: {type(e).__name__}: {e}")
+
+    def _handle_listener(self, msg: dict[str, Any]) -> None:
         kind = msg.get("kind")
         if kind == "progress":
             if self.meter is None:

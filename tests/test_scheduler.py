@@ -972,3 +972,26 @@ async def test_a_reply_dropped_by_the_turns_own_words_gets_its_answer_fed_again(
         else:
             assert later == [("restart", ""), ("append", "It was written by William Shakespeare."), ("end", "")]
         await sched.aclose()
+
+
+async def test_a_failing_check_is_reported_once_and_the_ticker_goes_on():
+    """The ticker is a task nobody awaits: an exception would end it unseen, and no later turn would start
+    a stream. It is reported once (an `error` on the timeline) while the same error repeats, and ticking goes on."""
+    with FakeOpenAIServer() as srv:
+        sched, timeline, emitted = make(srv, check_interval_s=0.01)
+        calls = {"n": 0}
+        real_check = sched.check
+
+        def flaky() -> None:
+            calls["n"] += 1
+            if calls["n"] <= 3:
+                raise RuntimeError("boom")
+            real_check()
+
+        sched.check = flaky
+        sched.start()
+        await until(lambda: calls["n"] >= 6)
+        errors = timeline.of_kind(tl.ERROR)
+        assert [e["source"] for e in errors] == ["scheduler"]
+        assert "RuntimeError: boom" in errors[0]["error"]
+        await sched.aclose()

@@ -196,3 +196,22 @@ async def test_each_final_tells_the_listener_what_the_user_said_so_far():
     await sess.run(frames(7.0))
     assert listener.contexts[sess.sid] == ["what is the capital of France",
                                            "what is the capital of France and of Germany?"]
+
+
+async def test_a_listener_message_that_fails_to_handle_is_reported_and_later_ones_still_heard():
+    """Listener messages are handled in loop callbacks, where asyncio would only log an exception and the
+    turn would go unanswered with nothing said: the failure is an `error` event, and the session goes on."""
+    script = [
+        (0.5, {"kind": "vad_start", "audio_s": 0.4}),
+        (0.9, {"kind": "partial", "text": "what is"}),  # malformed: no audio_s
+        (2.0, {"kind": "vad_end", "audio_s": 1.6, "speech_s": 1.2}),
+        (2.0, {"kind": "final", "text": "what is the capital of France", "audio_start_s": 0.2, "audio_s": 1.7}),
+    ]
+    listener = FakeListener(list(script), in_speech_until=1.7)
+    sess = Session(SessionConfig(mode="frontend", pace="fast", frame_vad=False), listener, None,
+                   front_end=FakeFrontEnd())
+    await sess.run(frames(3.0))
+    errors = sess.timeline.of_kind(tl.ERROR)
+    assert [e["source"] for e in errors] == ["session"]
+    assert "partial" in errors[0]["error"] and "KeyError" in errors[0]["error"]
+    assert listener.contexts[sess.sid] == ["what is the capital of France"], "the final after it was heard"
