@@ -80,12 +80,15 @@ def frame_health(tl: dict[str, Any]) -> dict[str, float]:
 
 def miss_cause(miss: dict[str, Any]) -> str:
     """What mostly made a frame late (a `deadline_miss` event): "gc", "cpu" (its own work),
-    "cpu_wait" (the cores were busy elsewhere) or "blocked" (the GIL, a lock), in its step, or with
-    "late:" in front, before its step began."""
+    "cpu_wait" (the cores were busy elsewhere), "steal" (the hypervisor ran something else) or "blocked"
+    (the GIL, a lock), in its step, or with "late:" in front, before its step began."""
     part, prefix = (miss["step"], "") if miss["step_ms"] >= miss["late_ms"] else (miss["before"], "late:")
     if part.get("gc_ms", 0) >= 0.5 * part["wall_ms"]:
         return prefix + "gc"
     shares = {k: part.get(f"{k}_ms", 0.0) for k in ("cpu", "cpu_wait", "blocked")}
+    # stolen time reads as blocked; it is summed over the cores, so at most the blocked time was this thread's
+    shares["steal"] = min(part.get("steal_ms", 0.0), shares["blocked"])
+    shares["blocked"] -= shares["steal"]
     return prefix + max(shares, key=shares.__getitem__)
 
 

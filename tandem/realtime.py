@@ -16,7 +16,7 @@ import os
 import resource
 import sys
 import time
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 log = logging.getLogger(__name__)
 
@@ -163,30 +163,62 @@ def major_faults() -> int:
     return resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
 
 
-Snapshot = tuple[float, Optional[int], int, int]
+_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+_steal: tuple[float, float | None] = (-1.0, None)  # (perf_counter when read, the reading)
+
+
+def stolen_ms() -> float | None:
+    """CPU time the hypervisor gave to others while this machine's cores wanted to run, summed over the
+    cores, since boot (the `steal` column of /proc/stat; None where there is none). A virtual machine's
+    thread does not run then, and with the kernel's paravirtual time accounting that time counts neither
+    as its CPU time nor as its wait for a CPU: without this it reads as "blocked". The column moves in
+    10 ms ticks, so a reading is kept for 5 ms (every session marks each frame twice)."""
+    global _steal
+    now = time.perf_counter()
+    if now - _steal[0] < 0.005:
+        return _steal[1]
+    try:
+        with open("/proc/stat", "rb") as f:
+            value: float | None = int(f.readline().split()[8]) * _TICK_MS
+    except (OSError, ValueError, IndexError):
+        value = None
+    _steal = (now, value)
+    return value
+
+
+class Snapshot(NamedTuple):
+    gc_ms: float  # the process's collector pauses so far
+    runqueue_ns: Optional[int]  # this thread's wait for a CPU so far (None: no schedstat)
+    cpu_ns: int  # this thread's CPU time so far
+    major_faults: int  # this thread's page faults that waited for the disk so far
+    steal_ms: Optional[float] = None  # the machine's stolen time so far (`stolen_ms`)
 
 
 class FrameWatch:
     """Where a frame's time went, kept only for one that missed: the collector's pauses (on any
     thread: each stops them all), this thread's own CPU time (the step's work), its wait for a CPU
-    (the cores were busy elsewhere), and the rest, blocked (on the GIL, a lock, or asleep), with the
-    thread's page faults that waited for the disk (counted, as a cause of "blocked" to rule in or out:
-    two stalls of 130 and 290 ms blocked in the thirteenth round's sweeps were left unexplained)."""
+    (the cores were busy elsewhere), and the rest, blocked (on the GIL, a lock, or asleep). Two causes
+    of "blocked" are counted to rule in or out (two stalls of 130 and 290 ms blocked in the thirteenth
+    round's sweeps were left unexplained): the thread's page faults that waited for the disk, and the
+    time the hypervisor ran something else on the machine's cores (steal)."""
 
     def mark(self) -> Snapshot:
-        return _process_gc().total_ms, runqueue_wait_ns(), time.thread_time_ns(), major_faults()
+        return Snapshot(_process_gc().total_ms, runqueue_wait_ns(), time.thread_time_ns(), major_faults(), stolen_ms())
 
     @staticmethod
     def between(a: Snapshot, b: Snapshot, wall_ms: float) -> dict[str, float]:
         """Where the `wall_ms` from mark `a` to mark `b` went (ms)."""
-        cpu = (b[2] - a[2]) / 1e6
-        out = {"wall_ms": round(wall_ms, 1), "gc_ms": round(b[0] - a[0], 1), "cpu_ms": round(cpu, 1)}
-        wait = (b[1] - a[1]) / 1e6 if a[1] is not None and b[1] is not None else 0.0
-        if a[1] is not None and b[1] is not None:
+        cpu = (b.cpu_ns - a.cpu_ns) / 1e6
+        out = {"wall_ms": round(wall_ms, 1), "gc_ms": round(b.gc_ms - a.gc_ms, 1), "cpu_ms": round(cpu, 1)}
+        wait = 0.0
+        if a.runqueue_ns is not None and b.runqueue_ns is not None:
+            wait = (b.runqueue_ns - a.runqueue_ns) / 1e6
             out["cpu_wait_ms"] = round(wait, 1)
         out["blocked_ms"] = round(max(0.0, wall_ms - cpu - wait), 1)
-        if b[3] > a[3]:
-            out["major_faults"] = b[3] - a[3]
+        if b.major_faults > a.major_faults:
+            out["major_faults"] = b.major_faults - a.major_faults
+        if a.steal_ms is not None and b.steal_ms is not None and b.steal_ms > a.steal_ms:
+            out["steal_ms"] = round(b.steal_ms - a.steal_ms, 1)
         return out
 
 

@@ -150,7 +150,7 @@ class Session:
         self.meter = FrameVoiceMeter() if config.frame_vad else None
         self._watch = FrameWatch()
         # marks (FrameWatch.mark) at the last frame's end and at this one's start, and the end's clock; set by _begin
-        self._mark_end: Snapshot = (0.0, None, 0, 0)
+        self._mark_end = Snapshot(0.0, None, 0, 0)
         self._mark_start: Snapshot = self._mark_end
         self._end_p = 0.0
         # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one

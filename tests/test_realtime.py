@@ -11,7 +11,7 @@ import psutil
 from fakes import FakeFrontEnd, FakeListener
 from tandem import timeline as tl
 from tandem.audio import FRAME_SAMPLES
-from tandem.realtime import BACKEND_NICE, FrameWatch, autogroup_nice, settle_heap
+from tandem.realtime import BACKEND_NICE, FrameWatch, Snapshot, autogroup_nice, settle_heap
 from tandem.session import Session, SessionConfig
 
 
@@ -70,13 +70,25 @@ async def test_frames_on_time_leave_no_miss():
 
 
 def test_between_splits_wall_time_and_never_goes_negative():
-    a = (10.0, 1_000_000, 5_000_000, 7)
-    b = (30.0, 21_000_000, 15_000_000, 7)
+    a = Snapshot(10.0, 1_000_000, 5_000_000, 7, 40.0)
+    b = Snapshot(30.0, 21_000_000, 15_000_000, 7, 40.0)
     got = FrameWatch.between(a, b, 100.0)
     assert got == {"wall_ms": 100.0, "gc_ms": 20.0, "cpu_ms": 10.0, "cpu_wait_ms": 20.0, "blocked_ms": 70.0}
     assert FrameWatch.between(a, b, 5.0)["blocked_ms"] == 0.0
-    assert "cpu_wait_ms" not in FrameWatch.between((0.0, None, 0, 0), (0.0, None, 0, 0), 1.0)
-    assert FrameWatch.between(a, (30.0, 21_000_000, 15_000_000, 9), 100.0)["major_faults"] == 2
+    assert "cpu_wait_ms" not in FrameWatch.between(Snapshot(0.0, None, 0, 0), Snapshot(0.0, None, 0, 0), 1.0)
+    assert FrameWatch.between(a, b._replace(major_faults=9), 100.0)["major_faults"] == 2
+    assert FrameWatch.between(a, b._replace(steal_ms=100.0), 100.0)["steal_ms"] == 60.0, "the machine's stolen time"
+    assert "steal_ms" not in FrameWatch.between(a._replace(steal_ms=None), b._replace(steal_ms=100.0), 100.0)
+
+
+def test_stolen_ms_reads_the_steal_column_and_keeps_a_reading_briefly():
+    from tandem.realtime import stolen_ms
+
+    first = stolen_ms()
+    assert first is not None and first >= 0.0, "Linux has a steal column"
+    assert stolen_ms() == first, "read again within 5 ms: the same reading"
+    time.sleep(0.01)
+    assert stolen_ms() >= first, "it never goes back"
 
 
 def test_a_mark_counts_this_threads_page_faults_that_waited_for_the_disk(tmp_path):
@@ -98,7 +110,7 @@ def test_a_mark_counts_this_threads_page_faults_that_waited_for_the_disk(tmp_pat
         after = FrameWatch().mark()
     finally:
         os.close(fd)
-    assert major_faults() >= after[3] > before[3]
+    assert major_faults() >= after.major_faults > before.major_faults
 
 
 def test_settle_heap_hides_what_is_alive_from_the_collector():
@@ -130,6 +142,10 @@ def test_misses_are_counted_by_what_mostly_made_them_late():
     waiting = {**step, "gc_ms": 0.0, "cpu_ms": 10.0, "cpu_wait_ms": 80.0, "blocked_ms": 10.0}
     assert miss_cause({"late_ms": 1.0, "step_ms": 100.0, "step": waiting, "before": quiet}) == "cpu_wait"
     assert miss_cause({"late_ms": 90.0, "step_ms": 1.0, "step": quiet, "before": waiting}) == "late:cpu_wait"
+    stolen = {**quiet, "wall_ms": 130.0, "blocked_ms": 129.0, "steal_ms": 260.0}  # both cores taken 130 ms
+    assert miss_cause({"late_ms": 130.0, "step_ms": 1.0, "step": quiet, "before": stolen}) == "late:steal"
+    assert miss_cause({"late_ms": 130.0, "step_ms": 1.0, "step": quiet,
+                       "before": {**stolen, "steal_ms": 20.0}}) == "late:blocked", "a little steal inside a long block"
     assert count_causes([{"miss_causes": ["gc", "blocked"]}, {"miss_causes": ["gc"]}, {}]) == "gc 2, blocked 1"
     assert count_causes([{}]) is None
 

@@ -508,6 +508,19 @@ def test_loadtest_counts_either_llm_engine_as_the_llm():
     assert role(FakeProc("python -m tandem serve"), False, True) == "server"
 
 
+def test_the_loadtests_cpu_report_says_what_the_hypervisor_took():
+    from tandem.server.loadtest import CpuMeter
+
+    import time
+
+    meter = CpuMeter(None)
+    t_end = time.thread_time() + 0.1
+    while time.thread_time() < t_end:
+        pass
+    got = meter.report()
+    assert got["steal_cores"] >= 0.0 and got["others_cores"] >= 0.0 and got["ours_cores"] > 0.0
+
+
 def test_the_loadtests_server_is_never_held_up_by_its_own_log(tmp_path):
     """A server that logs a fault over and over writes far more than a pipe holds (64 KiB): unread, its
     next write blocks and its frame loop with it. The loadtest reads it as it comes, counts the errors

@@ -8,7 +8,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..realtime import GcWatch, runqueue_wait_ns
+from ..realtime import GcWatch, runqueue_wait_ns, stolen_ms
 
 if TYPE_CHECKING:
     from .ticker import Backend
@@ -22,17 +22,20 @@ class Health:
         self.gc = GcWatch()
         self.stalls: deque[dict[str, float]] = deque(maxlen=50)  # late ticks and the CPU wait behind them
         self._last_wait_ns: int | None = None
+        self._last_steal: float | None = None
 
     def note_stall(self, target: float, done: float) -> None:
         """A tick that finished more than 60 ms after its deadline: record how long this thread
         waited for a CPU meanwhile (the kernel's run-queue wait), which tells a machine too busy
         to run the server from a server that held itself up."""
-        wait_ns = runqueue_wait_ns()
+        wait_ns, steal = runqueue_wait_ns(), stolen_ms()
         late_ms = (done - target) * 1e3
         if late_ms > 60 and wait_ns is not None and self._last_wait_ns is not None:
-            self.stalls.append({"late_ms": round(late_ms, 1),
-                                "runqueue_wait_ms": round((wait_ns - self._last_wait_ns) / 1e6, 1)})
-        self._last_wait_ns = wait_ns
+            stall = {"late_ms": round(late_ms, 1), "runqueue_wait_ms": round((wait_ns - self._last_wait_ns) / 1e6, 1)}
+            if steal is not None and self._last_steal is not None:
+                stall["steal_ms"] = round(steal - self._last_steal, 1)  # the hypervisor's, summed over the cores
+            self.stalls.append(stall)
+        self._last_wait_ns, self._last_steal = wait_ns, steal
 
     def status(self) -> dict[str, Any]:
         llm = self.backend.llm

@@ -236,6 +236,7 @@ class CpuMeter:
         self.pids = ([server_pid] if server_pid else []) + [os.getpid()]  # the server's tree first: it is also ours
         self.t0 = time.monotonic()
         self.sys0 = self._busy_total()
+        self.steal0 = getattr(self.psutil.cpu_times(), "steal", 0.0)
         self.own0 = self._own()
 
     def _busy_total(self) -> float:
@@ -284,7 +285,9 @@ class CpuMeter:
             by_role[role] = by_role.get(role, 0.0) + (v - self.own0.get(pid, 0.0)) / wall
         return {"wall_s": round(wall, 1), "cores": self.psutil.cpu_count(),
                 "ours_cores": round(own / wall, 2), "others_cores": round(max(0.0, total - own) / wall, 2),
-                "ours_by_role": {k: round(v, 2) for k, v in sorted(by_role.items())}}
+                "ours_by_role": {k: round(v, 2) for k, v in sorted(by_role.items())},
+                # of "others": the hypervisor running other machines on our cores (a virtual machine's stalls)
+                "steal_cores": round((getattr(self.psutil.cpu_times(), "steal", 0.0) - self.steal0) / wall, 3)}
 
 
 class ServerLog:
