@@ -163,6 +163,13 @@ def major_faults() -> int:
     return resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
 
 
+def disk_waits() -> tuple[int, int]:
+    """This thread's waits for the disk so far: its major page faults, and the 512-byte blocks its reads
+    took from the disk (a file not in the page cache: a module imported late, a file opened in a step)."""
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    return ru.ru_majflt, ru.ru_inblock
+
+
 _TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 _steal: tuple[float, float | None] = (-1.0, None)  # (perf_counter when read, the reading)
 
@@ -192,6 +199,7 @@ class Snapshot(NamedTuple):
     cpu_ns: int  # this thread's CPU time so far
     major_faults: int  # this thread's page faults that waited for the disk so far
     steal_ms: Optional[float] = None  # the machine's stolen time so far (`stolen_ms`)
+    disk_blocks: int = 0  # 512-byte blocks this thread's reads took from the disk so far
 
 
 class FrameWatch:
@@ -199,11 +207,12 @@ class FrameWatch:
     thread: each stops them all), this thread's own CPU time (the step's work), its wait for a CPU
     (the cores were busy elsewhere), and the rest, blocked (on the GIL, a lock, or asleep). Two causes
     of "blocked" are counted to rule in or out (two stalls of 130 and 290 ms blocked in the thirteenth
-    round's sweeps were left unexplained): the thread's page faults that waited for the disk, and the
-    time the hypervisor ran something else on the machine's cores (steal)."""
+    round's sweeps were left unexplained): the thread's waits for the disk (page faults, and reads), and
+    the time the hypervisor ran something else on the machine's cores (steal)."""
 
     def mark(self) -> Snapshot:
-        return Snapshot(_process_gc().total_ms, runqueue_wait_ns(), time.thread_time_ns(), major_faults(), stolen_ms())
+        faults, blocks = disk_waits()
+        return Snapshot(_process_gc().total_ms, runqueue_wait_ns(), time.thread_time_ns(), faults, stolen_ms(), blocks)
 
     @staticmethod
     def between(a: Snapshot, b: Snapshot, wall_ms: float) -> dict[str, float]:
@@ -217,6 +226,8 @@ class FrameWatch:
         out["blocked_ms"] = round(max(0.0, wall_ms - cpu - wait), 1)
         if b.major_faults > a.major_faults:
             out["major_faults"] = b.major_faults - a.major_faults
+        if b.disk_blocks > a.disk_blocks:
+            out["disk_read_kb"] = (b.disk_blocks - a.disk_blocks) // 2
         if a.steal_ms is not None and b.steal_ms is not None and b.steal_ms > a.steal_ms:
             out["steal_ms"] = round(b.steal_ms - a.steal_ms, 1)
         return out

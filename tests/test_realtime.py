@@ -77,6 +77,7 @@ def test_between_splits_wall_time_and_never_goes_negative():
     assert FrameWatch.between(a, b, 5.0)["blocked_ms"] == 0.0
     assert "cpu_wait_ms" not in FrameWatch.between(Snapshot(0.0, None, 0, 0), Snapshot(0.0, None, 0, 0), 1.0)
     assert FrameWatch.between(a, b._replace(major_faults=9), 100.0)["major_faults"] == 2
+    assert FrameWatch.between(a, b._replace(disk_blocks=2048), 100.0)["disk_read_kb"] == 1024
     assert FrameWatch.between(a, b._replace(steal_ms=100.0), 100.0)["steal_ms"] == 60.0, "the machine's stolen time"
     assert "steal_ms" not in FrameWatch.between(a._replace(steal_ms=None), b._replace(steal_ms=100.0), 100.0)
 
@@ -111,6 +112,26 @@ def test_a_mark_counts_this_threads_page_faults_that_waited_for_the_disk(tmp_pat
     finally:
         os.close(fd)
     assert major_faults() >= after.major_faults > before.major_faults
+
+
+def test_a_mark_counts_this_threads_reads_from_the_disk(tmp_path):
+    """A file read when it is not in the page cache (a module imported late, on a machine whose reclaimer
+    dropped it) blocks the frame loop on the disk without a page fault."""
+    import os
+
+    path = tmp_path / "cold.bin"
+    path.write_bytes(os.urandom(1 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        before = FrameWatch().mark()
+        while os.read(fd, 1 << 16):
+            pass
+        after = FrameWatch().mark()
+    finally:
+        os.close(fd)
+    assert FrameWatch.between(before, after, 10.0).get("disk_read_kb", 0) >= 512, "most of the 1 MiB from the disk"
 
 
 def test_settle_heap_hides_what_is_alive_from_the_collector():
