@@ -190,3 +190,22 @@ def test_the_embedded_llama_server_serves_a_session_in_the_slot_it_holds():
         log = srv._log_path.read_text()
     assert reply.strip()
     assert "selected slot by id (1)" in log, "the second session's request went to its slot, 1"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _llama_server_built(), reason="llama.cpp's own llama-server is not built "
+                                                      "(make setup-llama-server, about 25 min)")
+def test_every_slot_of_the_embedded_llama_server_starts_with_the_system_prompt_cached():
+    """A session holds a slot; the first question in a slot never used would evaluate the system prompt too."""
+    import httpx
+
+    from tandem.llm.local_server import LocalLlamaServer
+    from tandem.llm.prompt import answer_messages
+
+    with LocalLlamaServer(parallel=3) as srv:
+        got = [httpx.post(f"{srv.url}/chat/completions", timeout=30, json={
+            "model": srv.model, "max_tokens": 1, "temperature": 0.0, "id_slot": slot,
+            "messages": answer_messages([], "What is the capital of France?")}).json() for slot in range(3)]
+    evaluated = [g["timings"]["prompt_n"] for g in got]
+    prompt = got[0]["usage"]["prompt_tokens"]
+    assert max(evaluated) < prompt / 2, f"the slots evaluated {evaluated} of the prompt's {prompt} tokens: one was cold"
