@@ -350,3 +350,29 @@ def test_a_settled_oracle_is_read_beyond_its_feed():
     st = _ahead_state()
     assert voice_ahead(now(_copy(_fed([START, IT, IS]), 1), 2), 0, st, IT, 64, settled=True,
                        upcoming=(OS, LO, DOT, WAS)) == [IS, OS, LO, DOT], "to the end of the clause"
+
+
+def test_no_oracle_word_is_begun_more_often_than_the_oracle_fed_it():
+    """Waiting for the oracle's next word, the pointer went back to the words just read: "It has 8 8 legs.",
+    "William William Shakespeare" (a word of several pieces, which the one-piece repeat guard misses),
+    "8 legs. 8 legs.". A word the oracle holds twice may be said twice, the model's own words are free, and a
+    new oracle (its start token) is counted afresh."""
+    from tandem.frontends.compact.decoding import CompactState
+
+    word, other, own, rest = END + 3, END + 4, END + 6, END + 5  # word starts, and a piece that goes on a word
+    st = CompactState.new(lambda text: [], starts_word=lambda t: t in (word, other, own))
+
+    def said(tok: int) -> int:
+        logp = torch.full((16,), -20.0)
+        logp[tok] = 0.0
+        return st.decide(logp - torch.logsumexp(logp, 0), vad_prob=0.02)
+
+    for fed in (START, word, rest, other):
+        st.fed(fed)
+    assert [said(word), said(rest), said(word)] == [word, rest, PAD], "begun again: silence, the model waits"
+    assert [said(other), said(word), said(own), said(rest), said(own)] == [other, PAD, own, rest, own]
+    st.fed(word)  # the oracle says it again
+    assert [said(word), said(rest), said(word)] == [word, rest, PAD]
+    st.fed(START)  # a new oracle: a repair says its words again
+    st.fed(word)
+    assert said(word) == word

@@ -30,7 +30,7 @@ The voice reads ahead of the model within a clause it has begun to copy (`ahead.
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from itertools import islice
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -180,6 +180,9 @@ class CompactState:
     after_drop: bool = False  # the user's interruption dropped the reply, and no new reply has begun (`hush`)
     hushed: bool = False  # the dropped reply's words are not said (`hush`)
     repair: RepairWatch | None = None  # "sorry," when a newer oracle contradicts the reply (`repair.py`); None: off
+    # since the oracle's last start token: its words fed, and the words begun, by their first piece (`rereads_word`)
+    oracle_words: Counter[int] = field(default_factory=Counter)
+    begun_words: Counter[int] = field(default_factory=Counter)
     _continuations: torch.Tensor | None = None  # [V] True for pieces that go on a word (not a word start)
 
     def continuations(self, vocab: int) -> torch.Tensor:
@@ -229,6 +232,25 @@ class CompactState:
         last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
         return last == tok
 
+    def fed(self, oracle: int) -> None:
+        """This frame's oracle token: a start token begins a new oracle, whose words are counted afresh."""
+        if oracle == START:
+            self.oracle_words.clear()
+            self.begun_words.clear()
+        elif oracle > END and self.starts_word is not None and self.starts_word(oracle):
+            self.oracle_words[oracle] += 1
+
+    def rereads_word(self, tok: int) -> bool:
+        """Would `tok` begin an oracle word more often than the oracle has fed it ("It has 8 8 legs.",
+        "William William Shakespeare", "8 legs. 8 legs.")? Waiting for the oracle's next word, the model's
+        pointer goes back to the words just read; `repeats_last_word` sees only a one-piece word said
+        twice in a row. A word the oracle says twice may be said twice; words it does not hold are the
+        model's own, and not counted."""
+        if self.starts_word is None or not self.starts_word(tok):
+            return False
+        fed = self.oracle_words[tok]
+        return fed > 0 and self.begun_words[tok] >= fed
+
     def decide(self, logp: torch.Tensor, vad_prob: float, forced: int | None = None, settled: bool = False,
                opening: int | None = None) -> int:
         """The token for this frame from the model's log-probabilities `logp` [V]: greedy with
@@ -254,9 +276,11 @@ class CompactState:
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
-        elif self.repeats_last_word(tok):
+        elif self.repeats_last_word(tok) or self.rereads_word(tok):
             tok = PAD  # fed back as silence: the model waits for the oracle's next word instead
         else:
+            if self.starts_word is not None and self.starts_word(tok):
+                self.begun_words[tok] += 1
             if self.quiet_run >= RESPONSE_GAP_FRAMES:
                 self.said = []
                 self.began_reply = True
@@ -322,6 +346,7 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
     logp = model.step(cache, user, vad, oracle, prev)
     out = []
     for r, st, x in zip(rows, states, inputs):
+        st.fed(x.oracle)
         rest = word_rest(cache, r, st) if x.forced is None else None
         lp = logp[r]
         if st.turn_start.armed:  # the words of an older answer's tail, fed during the reply, do not count
