@@ -212,6 +212,7 @@ class OracleScheduler:
         # stream resets it (a front-end whose reply was dropped waits for a fresh answer, `reply_dropped`)
         self._held_stale = False
         self._restart_due = False  # the next reset feeds the start token again whatever the policy keeps (`reply_dropped`)
+        self._refeed_when_settled = False  # a reply dropped by the turn's own words waits for its answer to settle
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
         # the session when its client is shared: `server.shared.SharedLLM`)
@@ -227,6 +228,7 @@ class OracleScheduler:
         if text.strip() and not self.conv.hearing:
             self._drop_opening()
             self._held_stale = True
+            self._refeed_when_settled = False  # a new turn: its own stream brings its answer
 
     def reply_dropped(self, by_words: bool = False) -> None:
         """The user interrupted the reply and the front-end dropped it: the oracle held is no longer being
@@ -241,16 +243,24 @@ class OracleScheduler:
         oracle already answers the turn's final, the front-end began its reply while the user still asked,
         and no newer stream will come: the answer held is fed afresh at once, for the hushed front-end to say
         once the user stops (in a loadtest the final's words dropped "It was" and the turn got nothing)."""
-        refeed = by_words and self.settled and not self._held_stale and bool(self._held.strip())
+        own_words = by_words and not self._held_stale and bool(self._held.strip())
         self._held_stale = True
         self._restart_due = True
-        if refeed:
-            held, ended = self._held, self._held_ended
-            self._send("reset")  # a restart: `_restart_due`
-            self._send("append", held)
-            if ended:
-                self._send("end")
-            self.timeline.add(tl.LLM_KEEP, stream=self._adopted, reason="answer fed again after the reply was dropped")
+        if own_words and self.settled:
+            self._feed_held_again()
+        else:
+            # not settled yet: the final may keep the stream held (the same words), and with no newer stream the
+            # hushed front-end would wait for ever ("It" said in a pause inside "...Romeo and [pause] Juliet?",
+            # dropped by "Juliet", and the turn got nothing); fed again once it settles, unless a stream resets first
+            self._refeed_when_settled = own_words
+
+    def _feed_held_again(self) -> None:
+        held, ended = self._held, self._held_ended
+        self._send("reset")  # a restart: `_restart_due`
+        self._send("append", held)
+        if ended:
+            self._send("end")
+        self.timeline.add(tl.LLM_KEEP, stream=self._adopted, reason="answer fed again after the reply was dropped")
 
     def on_partial(self, text: str, paused: bool = False, said_more: bool = False) -> None:
         """`paused`: the Listener decoded it as the user paused, all their voiced audio so far. `said_more`:
@@ -397,6 +407,10 @@ class OracleScheduler:
         if settled != self.settled:
             self.settled = settled
             self.emit("settled", "1" if settled else "")
+        if settled and self._refeed_when_settled:
+            self._refeed_when_settled = False
+            if self._held.strip():
+                self._feed_held_again()
 
     def _launch(self, final: bool = False) -> None:
         cfg = self.config
@@ -521,6 +535,7 @@ class OracleScheduler:
         """An oracle event to the session, with the text it holds kept in step."""
         if kind == "reset":
             self._held, self._held_ended, self._held_stale = "", False, False
+            self._refeed_when_settled = False  # the new oracle is fed as it comes
             if self._restart_due:
                 kind, self._restart_due = "restart", False
         elif kind == "append":

@@ -974,6 +974,27 @@ async def test_a_reply_dropped_by_the_turns_own_words_gets_its_answer_fed_again(
         await sched.aclose()
 
 
+async def test_a_reply_dropped_by_the_turns_own_words_before_the_final_gets_its_answer_once_the_final_keeps_it():
+    """The front-end said "It" in a pause inside the question ("...Romeo and [pause] Juliet?"); "Juliet" dropped
+    it before the answer was settled, the final kept the stream (the same words) and no newer stream came: the
+    hushed front-end waited and the turn got nothing. The answer is fed afresh once the final settles it."""
+    words = ["It", " was", " written", " by", " William", " Shakespeare."]
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=words)) as srv:
+        sched, timeline, emitted = make(srv)
+        sched.on_partial("Who wrote the play Romeo and Juliet?")
+        await until(lambda: ("end", "") in emitted)
+        assert not sched.settled
+        sched.conv.on_assistant("It")
+        n = len(emitted)
+        sched.reply_dropped(by_words=True)
+        assert emitted[n:] == [], "nothing settled to feed yet"
+        sched.on_final("Who wrote the play Romeo and Juliet?")
+        assert sched.settled and sched.stats["kept"] == 1
+        later = [e for e in emitted[n:] if e[0] != "settled"]
+        assert later == [("restart", ""), ("append", "It was written by William Shakespeare."), ("end", "")]
+        await sched.aclose()
+
+
 async def test_a_failing_check_is_reported_once_and_the_ticker_goes_on():
     """The ticker is a task nobody awaits: an exception would end it unseen, and no later turn would start
     a stream. It is reported once (an `error` on the timeline) while the same error repeats, and ticking goes on."""
