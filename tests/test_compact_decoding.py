@@ -279,6 +279,49 @@ def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops_with_its_fir
         "a turn the model takes itself begins with its own word"
 
 
+def test_a_reply_the_model_begins_further_on_in_the_oracle_begins_at_its_first_word():
+    """After the user talked over "It" and the oracle restarted, the model began again at its place in the
+    dropped reply: "It by William Shakespeare.". A first word taken from further on in the oracle becomes
+    the oracle's first word; the model's own words ("Okay,") and a word once the reply is under way stay."""
+    from tandem.frontends.compact.decoding import TurnStart
+
+    opening, later, own = END + 7, END + 4, END + 5
+    in_oracle = {opening, later}.__contains__
+    eager = torch.full((16,), -20.0)
+    eager[PAD], eager[later], eager[own] = math.log(0.3), math.log(0.6), math.log(0.1)
+    eager = eager - torch.logsumexp(eager, 0)
+
+    def first_word(logp: torch.Tensor, **kw) -> int:  # noqa: ANN003
+        ts = TurnStart()
+        ts.choose(logp, vad_prob=0.9)
+        return ts.choose(logp, vad_prob=0.05, answer_waiting=True, settled=True, **kw)
+
+    assert first_word(eager, opening=opening, in_oracle=in_oracle) == opening
+    assert first_word(eager, opening=opening) == later, "without knowing the oracle's words, the model's word"
+    assert first_word(eager, opening=None, in_oracle=in_oracle) == later, "no first word fed: the model's word"
+    own_first = eager.clone()
+    own_first[own], own_first[later] = float(eager[later]), float(eager[own])
+    assert first_word(own_first, opening=opening, in_oracle=in_oracle) == own, "its own word, not the oracle's"
+    ts = TurnStart()  # not armed: a word inside a reply under way
+    assert ts.choose(eager, vad_prob=0.05, answer_waiting=True, opening=opening, in_oracle=in_oracle) == later
+
+    from tandem.frontends.compact.decoding import CompactState
+
+    def reply(hushed: bool) -> int:  # the oracle restarted and fed its words; the model wants `later`
+        st = CompactState.new(lambda text: [], starts_word=lambda t: t in (opening, later, own))
+        st.turn_start.choose(eager, vad_prob=0.9)  # the user spoke
+        if hushed:
+            st.hush()
+        for fed in (START, opening, later):
+            st.fed(fed)
+        st.answer_waiting = True
+        said = [st.decide(eager, vad_prob=0.05, settled=True, opening=opening) for _ in range(20)]
+        return next(t for t in said if t > END)
+
+    assert reply(hushed=True) == opening, "the reply after one the user dropped begins at the oracle's start"
+    assert reply(hushed=False) == later, "elsewhere the model's word: a reply going on after a wait"
+
+
 def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waiting():
     """Through the front-end: the user asks, an oracle stream starts and feeds words, the model stays
     silent: the turn is taken at the deadline. An answer's tail fed while nobody asked takes nothing."""

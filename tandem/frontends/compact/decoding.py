@@ -90,7 +90,7 @@ class TurnStart:
             self.quiet += 1
 
     def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False,
-               opening: int | None = None) -> int:
+               opening: int | None = None, in_oracle: Callable[[int], bool] | None = None) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
         the oracle stream has fed an answer since the last reply; `settled`: that answer is the final
         transcript's (`turn_due`); `opening`: the first piece the newest oracle stream fed, if any.
@@ -99,15 +99,21 @@ class TurnStart:
         begins with `opening`, as the teacher begins by reading the oracle: at such a moment the model's
         most likely word is what it would say least unsure of its turn ("Well,", "A", or "sorry," for a
         new stream after an older one was fed while the user spoke), and a settled turn waits the frame or
-        two for the newest stream's first word rather than say one of those."""
+        two for the newest stream's first word rather than say one of those.
+
+        A reply begins where the oracle does: a first word the model takes from further on in it
+        (`in_oracle`: a word the newest stream fed; given for the reply after one the user dropped)
+        becomes `opening`. After the user talked over "It" and the oracle restarted, the model began
+        again with "by William Shakespeare.", its place in the reply that was dropped."""
         self.took_opening = False
         tok = int(torch.argmax(logp))
         if speaking(vad_prob):
             self.armed, self.chance, self.quiet = True, 0.0, 0
             return tok
         if tok > END:
+            armed = self.armed
             self.reset()
-            return tok
+            return self._from_the_start(tok, opening, in_oracle) if armed else tok
         if not self.armed:
             return tok
         p_speak = 1.0 - float(logp[: END + 1].exp().sum())
@@ -122,7 +128,14 @@ class TurnStart:
         if not own and opening is not None:
             self.took_opening = True
             return opening
-        return int(torch.argmax(logp[END + 1:])) + END + 1
+        return self._from_the_start(int(torch.argmax(logp[END + 1:])) + END + 1, opening, in_oracle)
+
+    def _from_the_start(self, tok: int, opening: int | None, in_oracle: Callable[[int], bool] | None) -> int:
+        """The first word of a reply: `opening` in place of a later word of the oracle (`choose`)."""
+        if opening is not None and tok != opening and in_oracle is not None and in_oracle(tok):
+            self.took_opening = True
+            return opening
+        return tok
 
 
 def without_yield(logp: torch.Tensor) -> torch.Tensor:
@@ -272,7 +285,10 @@ class CompactState:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
                 forced = PAD
         self.turn_start.took_opening = False
-        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening) if forced is None else forced
+        # only the first word of the reply that replaces one the user dropped is put back to the oracle's start:
+        # elsewhere a word further on is the reply going on after a wait ("The play [wait] was written by")
+        in_oracle = self.oracle_words.__contains__ if self.after_drop else None
+        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening, in_oracle) if forced is None else forced
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
