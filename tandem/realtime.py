@@ -158,11 +158,6 @@ def runqueue_wait_ns() -> int | None:
         return None
 
 
-def major_faults() -> int:
-    """Page faults of this thread that waited for the disk (a page of code or data not in memory)."""
-    return resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
-
-
 def disk_waits() -> tuple[int, int]:
     """This thread's waits for the disk so far: its major page faults, and the 512-byte blocks its reads
     took from the disk (a file not in the page cache: a module imported late, a file opened in a step)."""
