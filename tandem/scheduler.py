@@ -243,18 +243,19 @@ class OracleScheduler:
         oracle already answers the turn's final, the front-end began its reply while the user still asked,
         and no newer stream will come: the answer held is fed afresh at once, for the hushed front-end to say
         once the user stops (in a loadtest the final's words dropped "It was" and the turn got nothing)."""
-        own_words = by_words and not self._held_stale and bool(self._held.strip())
+        # not settled yet, the final may keep the stream held (the same words), and with no newer stream the
+        # hushed front-end would wait for ever ("It" said in a pause inside "...Romeo and [pause] Juliet?",
+        # dropped by "Juliet", and the turn got nothing): fed again once it settles, unless a stream resets first
+        self._refeed_when_settled = by_words and not self._held_stale and bool(self._held.strip())
         self._held_stale = True
         self._restart_due = True
-        if own_words and self.settled:
-            self._feed_held_again()
-        else:
-            # not settled yet: the final may keep the stream held (the same words), and with no newer stream the
-            # hushed front-end would wait for ever ("It" said in a pause inside "...Romeo and [pause] Juliet?",
-            # dropped by "Juliet", and the turn got nothing); fed again once it settles, unless a stream resets first
-            self._refeed_when_settled = own_words
+        self._refeed_if_settled()
 
-    def _feed_held_again(self) -> None:
+    def _refeed_if_settled(self) -> None:
+        """The held answer fed again, from its start token, once it answers the final (`reply_dropped`)."""
+        if not (self.settled and self._refeed_when_settled):
+            return
+        self._refeed_when_settled = False
         held, ended = self._held, self._held_ended
         self._send("reset")  # a restart: `_restart_due`
         self._send("append", held)
@@ -407,10 +408,7 @@ class OracleScheduler:
         if settled != self.settled:
             self.settled = settled
             self.emit("settled", "1" if settled else "")
-        if settled and self._refeed_when_settled:
-            self._refeed_when_settled = False
-            if self._held.strip():
-                self._feed_held_again()
+        self._refeed_if_settled()
 
     def _launch(self, final: bool = False) -> None:
         cfg = self.config

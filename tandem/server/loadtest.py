@@ -236,12 +236,16 @@ class CpuMeter:
         self.pids = ([server_pid] if server_pid else []) + [os.getpid()]  # the server's tree first: it is also ours
         self.t0 = time.monotonic()
         self.sys0 = self._busy_total()
-        self.steal0 = getattr(self.psutil.cpu_times(), "steal", 0.0)
+        self.steal0 = self._steal()
         self.own0 = self._own()
 
     def _busy_total(self) -> float:
         c = self.psutil.cpu_times()
         return c.user + c.nice + c.system + getattr(c, "irq", 0.0) + getattr(c, "softirq", 0.0) + getattr(c, "steal", 0.0)
+
+    def _steal(self) -> float:
+        """The machine's CPU time the hypervisor gave to others so far (Linux only; 0 elsewhere)."""
+        return getattr(self.psutil.cpu_times(), "steal", 0.0)
 
     def _own(self) -> dict[int, float]:
         out: dict[int, float] = {}
@@ -287,7 +291,7 @@ class CpuMeter:
                 "ours_cores": round(own / wall, 2), "others_cores": round(max(0.0, total - own) / wall, 2),
                 "ours_by_role": {k: round(v, 2) for k, v in sorted(by_role.items())},
                 # of "others": the hypervisor running other machines on our cores (a virtual machine's stalls)
-                "steal_cores": round((getattr(self.psutil.cpu_times(), "steal", 0.0) - self.steal0) / wall, 3)}
+                "steal_cores": round((self._steal() - self.steal0) / wall, 3)}
 
 
 class ServerLog:
