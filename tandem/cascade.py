@@ -14,7 +14,7 @@ import numpy as np
 from . import timeline as tl
 from .backchannel import PAUSE, RESUME, BargeInJudge, Decision, is_backchannel
 from .conversation import Conversation
-from .llm.client import LLMError
+from .llm.client import LLMError, LLMUnavailable
 from .providers.base import OracleProvider, OracleRequest
 from .tts import Voicer
 
@@ -131,8 +131,9 @@ class CascadeResponder:
         except Exception as e:  # noqa: BLE001 - LLMError, or any provider's failure: say so, go on
             self.stats["errors"] += 1
             error = str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
-            self.timeline.add(tl.LLM_ERROR, stream=sid, error=error)
-            log.warning("cascade could not answer: %s", error)
+            away = isinstance(e, LLMUnavailable)  # an outage: the LLM's client logs it once (llm/outage.py)
+            self.timeline.add(tl.LLM_ERROR, stream=sid, error=error, **({"unavailable": True} if away else {}))
+            (log.debug if away else log.warning)("cascade could not answer: %s", error)
             for sent in chunker.flush():
                 self._speak(sent)
             self._speak(COULD_NOT_ANSWER)

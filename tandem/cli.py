@@ -14,14 +14,18 @@ from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
 from .oracle import DEFAULT_POLICY, POLICIES
-from .realtime import BACKEND_NICE, LLM_NICE
+from .server.capacity import DEFAULT_MAX_SESSIONS
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-url", default=None,
                    help="OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); default: start the embedded "
                         "SmolLM2 llama.cpp server on loopback (env TANDEM_LLM_URL)")
-    p.add_argument("--llm-model", default=None, help="model name for --llm-url (env TANDEM_LLM_MODEL)")
+    p.add_argument("--llm-model", default=None, help="model name for --llm-url (env TANDEM_LLM_MODEL; default: "
+                                                     "the server's only model)")
+    p.add_argument("--allow-llm-down", action="store_true",
+                   help="start even when --llm-url does not answer its start-up check (an LLM started later); "
+                        "the front-end speaks alone until it answers")
 
 
 def _add_knowledge_args(p: argparse.ArgumentParser) -> None:
@@ -40,28 +44,6 @@ def _llm_delays(text: str) -> list[float]:
     from .bench_delay import parse_delays  # imported only when the option is given
 
     return parse_delays(text)
-
-
-def _llm_parallel(text: str) -> int | str:
-    """`--llm-parallel`: a number of requests at once, or "sessions", one slot per session."""
-    if text == "sessions":
-        return text
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of requests or 'sessions', not {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return n
-
-
-def parallel_for(llm_parallel: int | str, max_sessions: int) -> int:
-    """The embedded LLM's slots for `--llm-parallel`. "sessions" gives each session a slot of its own, where
-    llama-server keeps that conversation's prompt evaluated, so a session's next request evaluates only its
-    new words; at least 2, so that one session is served by the same engine as many. At 6 sessions, against
-    4 slots shared: time to first token 0.16-0.24 s median against 0.27-0.36, onset p95 0.66-0.80 s against
-    0.76-0.81 (docs/BENCHMARKS.md, twelfth round)."""
-    return max(2, max_sessions) if llm_parallel == "sessions" else int(llm_parallel)
 
 
 def _llm_rate(text: str) -> float:
@@ -170,7 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("serve", help="real-time server: Moshi's WebSocket protocol at /api/chat, browser client at /")
     v.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
     v.add_argument("--port", type=int, default=8998)
-    v.add_argument("--max-sessions", type=int, default=4, help="concurrent sessions; more get HTTP 503")
+    v.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                   help=f"concurrent sessions, each with an LLM slot of its own; more are told the server is busy "
+                        f"(HTTP 503). Default {DEFAULT_MAX_SESSIONS}: what `tandem loadtest` measured at single-session "
+                        "quality on 2 cores (docs/BENCHMARKS.md, \"Capacity\")")
     v.add_argument("--token", default=os.environ.get("TANDEM_TOKEN"),
                    help="clients must present it (?token= or Authorization: Bearer); required off loopback "
                         "(env TANDEM_TOKEN)")
@@ -184,44 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem")
     v.add_argument("--front-end", default="compact", help="front-end for tandem/frontend modes")
     v.add_argument("--checkpoint", type=Path, default=None, help="front-end checkpoint (default: the shipped one)")
-    v.add_argument("--oracle-policy", default=DEFAULT_POLICY, help=f"oracle stream policy ({', '.join(POLICIES)})")
-    v.add_argument("--llm-concurrency", type=int, default=None,
-                   help="LLM requests at once, shared by all sessions in arrival order (default: --llm-parallel)")
-    v.add_argument("--llm-parallel", type=_llm_parallel, default=1, metavar="N",
-                   help="the embedded LLM serves N requests at once, batched (llama.cpp's own llama-server, built "
-                        "by `make setup-llama-server`); 1: llama-cpp-python's server, one at a time; 'sessions': "
-                        "a slot for each of --max-sessions, which keeps each conversation's prompt evaluated")
-    v.add_argument("--llm-threads", type=int, default=1, metavar="N",
-                   help="CPU threads of the embedded LLM server (default 1: on 2 cores the other is the frame loop's "
-                        "and the Listener's)")
     v.add_argument("--idle-timeout", type=float, default=60.0, help="close a session after this long without audio (s)")
     v.add_argument("--session-timeout", type=float, default=3600.0, help="longest session (s)")
-    v.add_argument("--llm-affinity-wait", type=float, default=0.3, metavar="SECONDS",
-                   help="a request that goes on from the prompt the LLM served last (already evaluated) may go "
-                        "before older ones until the oldest has waited this long (0: strict arrival order)")
-    v.add_argument("--listener-batch", type=int, default=1, metavar="N",
-                   help="Whisper decodes of up to N sessions run as one batch (1: one at a time)")
-    v.add_argument("--listener-lanes", type=int, default=2, metavar="N",
-                   help="Whisper decodes run at once, one of them kept for finals and the partials of users who "
-                        "paused (1: one at a time, the rule before 2026-12-04's eighth round)")
-    v.add_argument("--listener-threads", type=int, default=1, metavar="N", help="threads of each Whisper decode")
-    v.add_argument("--listener-hops-alongside", action="store_true",
-                   help="let the partial of a user still talking start while a final or a pause is decoded (the rule "
-                        "before 2026-12-04's eleventh round: they share the cores)")
-    v.add_argument("--llm-nice", type=int, default=LLM_NICE, metavar="N",
-                   help=f"niceness of the embedded LLM server and of its CPU group (it runs in a session of its own, "
-                        f"which Linux's autogroup scheduling makes a group), 0-19 (default {LLM_NICE})")
-    v.add_argument("--listener-nice", type=int, default=BACKEND_NICE, metavar="N",
-                   help=f"niceness of the Listener process, below the frame loop's 0 (default {BACKEND_NICE})")
-    v.add_argument("--decode-every-final", action="store_true",
-                   help="decode each final transcript anew, even when the partial sent as the user paused decoded "
-                        "all of its speech (the rule before 2026-12-04; to measure the reuse)")
-    v.add_argument("--no-settle-on-pause", action="store_true",
-                   help="wait for the final transcript before the oracle counts as settled, even when the partial "
-                        "sent as the user paused reads as a whole sentence (the rule before 2026-12-04's eighth round)")
-    v.add_argument("--input-keep", type=float, default=0.08, metavar="SECONDS",
-                   help="client audio allowed to wait for the ticker beyond network jitter; a standing lag above "
-                        "this (audio that came in a burst) is caught up by skipping quiet input (-1: never skip)")
     _add_llm_args(v)
     _add_knowledge_args(v)
     add_moshi_args(v)
@@ -230,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "`tandem serve` instances share (--llm-url), supervised until Ctrl-C")
     ls.add_argument("--port", type=int, default=8090)
     ls.add_argument("--threads", type=int, default=1, help="CPU threads for the LLM")
-    ls.add_argument("--parallel", type=int, default=1, metavar="N",
-                    help="requests at once, batched (llama.cpp's own llama-server: make setup-llama-server)")
+    ls.add_argument("--parallel", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                    help="requests at once, each in a slot of its own, batched (default: serve's --max-sessions)")
 
     lt = sub.add_parser("loadtest", help="N concurrent protocol clients speaking questions in real time")
     lt.add_argument("--sessions", default="4", metavar="N[,N...]",
@@ -247,12 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem",
                     help="mode of the server started for the run")
     lt.add_argument("--record", type=Path, default=None, help="--record DIR for the server started for the run")
-    lt.add_argument("--llm-parallel", type=_llm_parallel, default=1, metavar="N",
-                    help="--llm-parallel N for the server started for the run ('sessions': a slot per session at "
-                         "each step)")
     lt.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="one more argument for the server started for the run (repeat for several: "
-                         "--server-arg=--input-keep --server-arg=-1)")
+                         "--server-arg=--mode --server-arg=cascade)")
     lt.add_argument("--out", type=Path, default=None, help="write the per-session results as JSON")
     _add_llm_args(lt)
     return ap
@@ -349,28 +295,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         fe_kwargs.update(moshi_kwargs(args))
     if args.idle_timeout <= 0 or args.session_timeout <= 0:
         raise TandemError("--idle-timeout and --session-timeout must be positive")
-    if args.llm_affinity_wait < 0:
-        raise TandemError("--llm-affinity-wait is a time in seconds, 0 or more")
-    if not 0 <= args.llm_nice <= 19:
-        raise TandemError("--llm-nice is a niceness from 0 to 19 (a process may not raise its children above itself)")
-    if not 0 <= args.listener_nice <= 19:
-        raise TandemError("--listener-nice is a niceness from 0 to 19")
-    if min(args.listener_batch, args.listener_lanes, args.listener_threads, args.llm_threads) < 1:
-        raise TandemError("--listener-batch, --listener-lanes, --listener-threads and --llm-threads must be at least 1")
-    parallel = parallel_for(args.llm_parallel, args.max_sessions)
     opts = ServeOptions(
         server=ServerConfig(host=args.host, port=args.port, token=args.token, allow_origins=tuple(args.allow_origin),
                             allow_hosts=tuple(args.allow_host)),
         mode=args.mode, max_sessions=args.max_sessions, record_dir=args.record, front_end=args.front_end,
-        front_end_kwargs=fe_kwargs, oracle_policy=args.oracle_policy, llm_url=args.llm_url, llm_model=args.llm_model,
-        llm_concurrency=args.llm_concurrency or parallel, llm_parallel=parallel, llm_threads=args.llm_threads,
-        knowledge=args.knowledge, knowledge_index=args.knowledge_index,
+        front_end_kwargs=fe_kwargs, llm_url=args.llm_url, llm_model=args.llm_model,
+        allow_llm_down=args.allow_llm_down, knowledge=args.knowledge, knowledge_index=args.knowledge_index,
         knowledge_passages=args.knowledge_passages,
-        llm_affinity_wait_s=args.llm_affinity_wait, listener_batch=args.listener_batch,
-        listener_lanes=args.listener_lanes, listener_threads=args.listener_threads, llm_nice=args.llm_nice, backend_nice=args.listener_nice,
-        listener_reuse=not args.decode_every_final, listener_hops_yield=not args.listener_hops_alongside, settle_on_pause=not args.no_settle_on_pause,
-        limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout,
-                      input_keep_s=args.input_keep))
+        limits=Limits(idle_timeout_s=args.idle_timeout, session_timeout_s=args.session_timeout))
     return serve(opts)
 
 

@@ -35,7 +35,7 @@ from .conversation import Conversation
 from .llm.prompt import DEFAULT_FORM
 from .llm.repeat_guard import RepeatGuard, earlier_replies
 from .llm.role_guard import RoleEchoGuard
-from .llm.client import LLMError
+from .llm.client import LLMError, LLMUnavailable
 from .providers.base import OracleProvider, OracleRequest
 from .openers import OPENING_FALLBACK, gave_up
 from .same_answer import same_answer
@@ -504,8 +504,9 @@ class OracleScheduler:
             st.ended = "failed"
             self.stats["errors"] += 1
             error = str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
-            self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=error)
-            log.warning("oracle stream %d (%s) failed: %s", st.sid, self.provider.name, error)
+            away = isinstance(e, LLMUnavailable)  # an outage: the LLM's client logs it once (llm/outage.py)
+            self.timeline.add(tl.LLM_ERROR, stream=st.sid, error=error, **({"unavailable": True} if away else {}))
+            (log.debug if away else log.warning)("oracle stream %d (%s) failed: %s", st.sid, self.provider.name, error)
         finally:
             self._live.pop(st.sid, None)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from .listener.process import ListenerProcess
 from .listener.worker import ListenerConfig
 from .llm.client import ChatClient, LLMConfig
 from .llm.local_server import LocalLlamaServer
+from .llm.probe import LLMProbeFailed, probe
 from .realtime import BACKEND_NICE, LLM_NICE, favour_the_frame_loop, renice_on_restart
 from .tts import TTS, HibariTTS, warm_first_words
 
@@ -30,7 +33,7 @@ class StackConfig:
     llm_url: str | None = None
     llm_model: str | None = None
     llm_threads: int = 1
-    llm_parallel: int = 1  # embedded LLM requests at once (above 1: llama.cpp's own server, continuous batching)
+    llm_parallel: int = 2  # embedded LLM slots (llama-server: requests at once, batched; one session pins one)
     listener: ListenerConfig = field(default_factory=ListenerConfig)
     need_llm: bool = True
     need_tts: bool = True
@@ -39,13 +42,15 @@ class StackConfig:
     knowledge_passages: int = 1  # passages per prompt
     backend_nice: int = BACKEND_NICE  # the Listener's niceness, below the frame loop (0: leave the back-end as is)
     llm_nice: int = LLM_NICE  # the embedded LLM's (realtime.LLM_NICE); with backend_nice 0 left as is too
+    allow_llm_down: bool = False  # an LLM given by URL that fails its start-up check is only warned about
 
 
 def stack_config(args, **kw) -> StackConfig:  # noqa: ANN001 - argparse.Namespace of run, bench, serve
     """The stack settings a command's --llm-* and --knowledge* options ask for."""
     return StackConfig(llm_url=getattr(args, "llm_url", None), llm_model=getattr(args, "llm_model", None),
                        knowledge=getattr(args, "knowledge", None), knowledge_index=getattr(args, "knowledge_index", None),
-                       knowledge_passages=getattr(args, "knowledge_passages", 1), **kw)
+                       knowledge_passages=getattr(args, "knowledge_passages", 1),
+                       allow_llm_down=getattr(args, "allow_llm_down", False), **kw)
 
 
 class Stack(contextlib.AbstractContextManager):
@@ -62,6 +67,8 @@ class Stack(contextlib.AbstractContextManager):
     def __enter__(self) -> "Stack":
         try:
             cfg = self.config
+            if cfg.need_llm:  # first: a wrong URL is told in a second, before anything loads
+                self.llm_config = self._checked(LLMConfig.from_env(cfg.llm_url, cfg.llm_model))
             if cfg.knowledge is not None:  # first: a wrong path fails before seconds of model loading
                 from .knowledge import KnowledgeBase, KnowledgeError
 
@@ -72,7 +79,6 @@ class Stack(contextlib.AbstractContextManager):
                 st = self.knowledge.index.stats
                 log.info("knowledge: %d passages from %d documents (%s)", st.passages, st.documents, cfg.knowledge)
             if cfg.need_llm:
-                self.llm_config = LLMConfig.from_env(cfg.llm_url, cfg.llm_model)
                 if self.llm_config is None:
                     self.server = self._stack.enter_context(LocalLlamaServer(threads=cfg.llm_threads,
                                                                              parallel=cfg.llm_parallel))
@@ -102,6 +108,20 @@ class Stack(contextlib.AbstractContextManager):
             self._stack.close()
             raise
         return self
+
+    def _checked(self, llm: LLMConfig | None) -> LLMConfig | None:
+        """An LLM given by URL, probed (llm/probe.py): a failure stops the tool, or with allow_llm_down is
+        said once and the tool starts without it (oracles come when it answers)."""
+        if llm is None:
+            return None
+        try:
+            return probe(llm, model_given=bool(self.config.llm_model or os.environ.get("TANDEM_LLM_MODEL")))
+        except LLMProbeFailed as e:
+            if not self.config.allow_llm_down:
+                raise
+            print(f"tandem: warning: {e}; starting anyway (--allow-llm-down): the front-end answers alone "
+                  "until the LLM does", file=sys.stderr, flush=True)
+            return llm
 
     def client(self) -> ChatClient | None:
         """A new client per event loop (httpx pools are bound to the loop that made them)."""

@@ -26,6 +26,7 @@ class FakeLLMBehaviour:
     error_after: int | None = None  # send an error object after this many tokens
     drop_after: int | None = None  # close the connection abruptly after this many tokens
     continues: bool = False  # as llama-server: a last assistant message is gone on from, its text streamed first
+    models: list[str] | None = None  # what GET /v1/models lists (None: no such route, as on some servers)
 
 
 class FakeOpenAIServer:
@@ -62,6 +63,7 @@ class FakeOpenAIServer:
         self._loop = asyncio.new_event_loop()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -71,12 +73,21 @@ class FakeOpenAIServer:
         self._loop.run_forever()
         self._loop.close()
 
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.behaviour.models is None:
+            return web.Response(status=404, text="Not Found")
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.behaviour.models]})
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append({"body": body, "t": time.perf_counter()})
         b = self.behaviour
         if b.status != 200:
             return web.Response(status=b.status, text='{"error": {"message": "overloaded"}}')
+        if b.models is not None and body.get("model") not in b.models:  # as vLLM does
+            return web.Response(status=404, text=f'{{"error": {{"message": "The model `{body.get("model")}` does not exist."}}}}')
+        if not body.get("stream"):
+            return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": b.tokens[0]}}]})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         try:

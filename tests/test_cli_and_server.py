@@ -78,7 +78,7 @@ def test_interrupt_stops_the_local_llm_server(tmp_path, spoken_question, sig):
     while time.time() < deadline and server is None:
         for child in me.children(recursive=True):
             try:
-                if "tandem.llm.llama_main" in " ".join(child.cmdline()):
+                if "llama-server" in " ".join(child.cmdline()):
                     server = child
             except psutil.NoSuchProcess:
                 pass

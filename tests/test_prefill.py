@@ -139,15 +139,7 @@ async def test_a_partial_cut_off_mid_phrase_keeps_the_opening_for_an_llm_that_go
         await sched.aclose()
 
 
-def _llama_server_built() -> bool:
-    from tandem.llm.build_server import find
-
-    return find() is not None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _llama_server_built(), reason="llama.cpp's own llama-server is not built "
-                                                      "(make setup-llama-server, about 25 min)")
 def test_the_embedded_llama_server_goes_on_from_the_opening():
     from tandem.llm.local_server import LocalLlamaServer
 
@@ -168,8 +160,6 @@ def test_the_embedded_llama_server_goes_on_from_the_opening():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _llama_server_built(), reason="llama.cpp's own llama-server is not built "
-                                                      "(make setup-llama-server, about 25 min)")
 def test_the_embedded_llama_server_serves_a_session_in_the_slot_it_holds():
     from tandem.llm.local_server import LocalLlamaServer
     from tandem.server.shared import SharedLLM
@@ -193,8 +183,6 @@ def test_the_embedded_llama_server_serves_a_session_in_the_slot_it_holds():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _llama_server_built(), reason="llama.cpp's own llama-server is not built "
-                                                      "(make setup-llama-server, about 25 min)")
 def test_every_slot_of_the_embedded_llama_server_starts_with_the_system_prompt_cached():
     """A session holds a slot; the first question in a slot never used would evaluate the system prompt too."""
     import httpx

@@ -260,20 +260,22 @@ def test_serve_takes_allow_host_options():
     assert args.allow_host == ["a.example", "b.example"]
 
 
-def test_llm_parallel_takes_a_count_or_a_slot_per_session(capsys):
-    from tandem.cli import build_parser, parallel_for
+def test_serve_needs_no_tuning_flags_and_gives_every_session_an_llm_slot():
+    """The flags that only ever had one good value are gone; the default sessions are the measured capacity."""
+    from tandem.cli import build_parser
+    from tandem.server.app import ServerConfig
+    from tandem.server.capacity import DEFAULT_MAX_SESSIONS
+    from tandem.server.serve import ServeOptions
 
     p = build_parser()
-    assert p.parse_args(["serve", "--llm-parallel", "3"]).llm_parallel == 3
-    sessions = p.parse_args(["serve", "--llm-parallel", "sessions", "--max-sessions", "6"])
-    assert parallel_for(sessions.llm_parallel, sessions.max_sessions) == 6
-    assert parallel_for("sessions", 1) == 2  # one session is served by llama-server too, as many are
-    assert parallel_for(4, 6) == 4
-    assert p.parse_args(["loadtest", "--llm-parallel", "sessions"]).llm_parallel == "sessions"
-    for bad in ("0", "many"):
-        with pytest.raises(SystemExit):
-            p.parse_args(["serve", "--llm-parallel", bad])
-    assert "--llm-parallel" in capsys.readouterr().err
+    assert p.parse_args(["serve"]).max_sessions == DEFAULT_MAX_SESSIONS
+    serve_help = next(a for a in p._subparsers._group_actions[0].choices.values() if a.prog.endswith("serve")).format_help()
+    for gone in ("--llm-parallel", "--llm-concurrency", "--llm-threads", "--listener-lanes", "--input-keep", "--llm-nice"):
+        assert gone not in serve_help
+    for kept in ("--host", "--port", "--token", "--max-sessions", "--llm-url", "--knowledge", "--record", "--allow-llm-down"):
+        assert kept in serve_help
+    assert ServeOptions(ServerConfig()).llm_slots == DEFAULT_MAX_SESSIONS
+    assert ServeOptions(ServerConfig(), max_sessions=1).llm_slots == 2  # one session: the same engine as many
 
 
 async def test_malformed_messages_get_errors_and_the_session_goes_on():
@@ -472,7 +474,7 @@ async def test_load_generator_reports_onsets_and_frame_health_per_session():
     (["--host", "no-such-host.invalid", "--token", "long-enough"], "cannot listen on no-such-host.invalid"),
     (["--max-sessions", "0"], "--max-sessions must be between"),
     (["--idle-timeout", "0"], "must be positive"),
-    (["--llm-nice", "20"], "--llm-nice is a niceness from 0 to 19"),
+    (["--llm-url", "http://no-such-llm.invalid/v1"], "the LLM host 'no-such-llm.invalid' of --llm-url"),
     ("busy", "Address already in use"),
 ])
 def test_serve_refuses_bad_settings_at_once_with_one_line(args, expect):
@@ -503,7 +505,6 @@ def test_loadtest_counts_either_llm_engine_as_the_llm():
 
     role = CpuMeter._role
     assert role(FakeProc("/x/.venv/bin/llama-server -m m.gguf -np 4"), False, False) == "llm"
-    assert role(FakeProc("python -m tandem.llm.llama_main --model m.gguf"), False, False) == "llm"
     assert role(FakeProc("python -c from multiprocessing.spawn import spawn_main"), False, False) == "listener+voice"
     assert role(FakeProc("python -m tandem serve"), False, True) == "server"
 

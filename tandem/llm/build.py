@@ -1,22 +1,26 @@
-"""Build and install llama-cpp-python for any x86-64 machine, not only the one that builds it.
+"""Build llama.cpp's own `llama-server` for any x86-64 machine, not only the one that builds it: the embedded LLM.
 
-`pip install llama-cpp-python` compiles llama.cpp with the build machine's own instruction set
-(GGML_NATIVE): a wheel built on a CPU that advertises AVX-512 or AMX dies with SIGILL on the next
-one that does not, and pip caches that wheel by name and version, so changing the flags later
-does not help. Here the flags are fixed (ggml's x86-64-v3 baseline: AVX2, FMA, F16C, BMI2, which
-every x86-64 CPU since 2013-2015 has) and the wheel is cached under a key made of the version,
-the flags and the Python tag, so a changed flag builds anew and an unchanged one is reused.
+llama-server keeps several parallel slots (each its own conversation's prompt evaluated) and batches their
+tokens into one forward pass (continuous batching), which is what many sessions sharing one small model
+need; `tandem run` uses the same program with fewer slots, so there is one llama.cpp build to make.
 
-Runs with the standard library only (`make setup` runs it before anything else is installed):
+A default llama.cpp build compiles for the building machine's own instruction set (GGML_NATIVE): a binary
+built on a CPU with AVX-512 or AMX dies with SIGILL on the next one without. Here the flags are fixed
+(ggml's x86-64-v3 baseline: AVX2, FMA, F16C, BMI2, which every x86-64 CPU since 2013-2015 has), and the
+binary is cached under a key of the source, the flags and the compiler, so a changed flag builds anew and
+an unchanged one is reused. The source is llama.cpp as vendored in the llama-cpp-python sdist on PyPI
+(the one registry this must build from), checked against its SHA-256. The parts that do not run per
+token (the HTTP server, its JSON, chat templates, the multimodal library) are compiled at -O1, ggml and
+llama at -O3: the build takes about half as long and a token as long (docs/BENCHMARKS.md, "Set-up").
 
-    python -m tandem.llm.build                 # build or reuse, install into this interpreter's env
-    python -m tandem.llm.build --check-cpu     # only say whether this CPU can run the build
-    python -m tandem.llm.build --force         # rebuild even when a cached wheel exists
+Standard library only (`make setup` runs it before anything else is installed):
 
-TANDEM_LLAMA_CMAKE_ARGS replaces the flags (for example `-DGGML_NATIVE=ON` on a machine that only
-ever runs its own build). ggml's runtime CPU dispatch was measured against this build and not chosen
-(docs/BENCHMARKS.md, "The embedded LLM build": no faster here, three times the build, and
-llama-cpp-python does not package its CPU libraries).
+    python -m tandem.llm.build              # build or reuse; installs <env>/bin/llama-server
+    python -m tandem.llm.build --check-cpu  # only say whether this CPU can run the build
+    python -m tandem.llm.build --force      # build again even when a cached binary exists
+
+TANDEM_LLAMA_CMAKE_ARGS replaces the CPU flags (for example `-DGGML_NATIVE=ON` on a machine that only ever
+runs its own build).
 """
 from __future__ import annotations
 
@@ -28,33 +32,48 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from ..cache import cache_root
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "llama_cpp_python"
+SDIST = "llama_cpp_python"
+VERSION = "0.3.36"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+BINARY = "llama-server"
 
 # what the fixed build uses, as /proc/cpuinfo names it
 X86_REQUIRED = ("avx", "avx2", "fma", "f16c", "bmi2")
 BASELINE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_F16C=ON -DGGML_FMA=ON "
                  "-DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
                  "-DGGML_AMX_BF16=OFF")
-MARKER = "tandem-llama-build.txt"  # in the environment's prefix: the key of the installed build
+SERVER_ARGS = ("-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
+               "-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF "
+               "-DCMAKE_BUILD_TYPE=Release")
+# targets that run once per request, not per token: -O1 (added after the Release -O3, so it wins)
+LIGHT_TARGETS = ("llama-common-base", "llama-common", "mtmd", "cpp-httplib", "server-context", "llama-server-impl",
+                 "llama-server")
+LIGHT_CMAKE = """cmake_minimum_required(VERSION 3.14)
+if(NOT TANDEM_LIGHT_DEFERRED)
+  set(TANDEM_LIGHT_DEFERRED ON)
+  function(tandem_light)
+    foreach(t {targets})
+      if(TARGET ${{t}})
+        target_compile_options(${{t}} PRIVATE -O1)
+      endif()
+    endforeach()
+  endfunction()
+  cmake_language(DEFER DIRECTORY ${{CMAKE_SOURCE_DIR}} CALL tandem_light)
+endif()
+"""
+FIX = ("install a C++ compiler and cmake (apt-get install build-essential cmake), or point tandem at another "
+       "OpenAI-compatible server with --llm-url")
 
 
-PINNED = "0.3.36"  # the version requirements.lock pins (a test keeps the two equal)
-
-
-def locked_version(lock: Path = ROOT / "requirements.lock") -> str:
-    """The lock's version in a checkout; PINNED where tandem was installed without its repository."""
-    if not lock.exists():
-        return PINNED
-    m = re.search(r"^llama[_-]cpp[_-]python==([^\s;]+)", lock.read_text(), re.M | re.I)
-    if not m:
-        raise SystemExit(f"{lock} pins no llama_cpp_python version")
-    return m.group(1)
+class BuildFailed(Exception):
+    """Why the build stopped, in one line that says what to do."""
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
@@ -88,65 +107,98 @@ def cmake_args() -> str:
 
 
 def build_key(version: str, args: str) -> str:
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}-{platform.machine()}"
-    return f"{version}-{tag}-" + hashlib.sha256(f"{version}|{args}|{tag}".encode()).hexdigest()[:12]
+    tag = platform.machine()
+    digest = hashlib.sha256(f"{version}|{args}|{SERVER_ARGS}|{LIGHT_TARGETS}|{tag}".encode()).hexdigest()[:12]
+    return f"{version}-{tag}-{digest}"
 
 
 def cache_dir() -> Path:
-    return cache_root() / "llama-wheels"
+    return cache_root() / "llama-server"
 
 
-def installed_key() -> str | None:
-    try:
-        return (Path(sys.prefix) / MARKER).read_text().strip()
-    except OSError:
-        return None
+def installed_path() -> Path:
+    return Path(sys.prefix) / "bin" / BINARY
 
 
-def _pip(*args: str, env: dict[str, str] | None = None) -> None:
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    r = subprocess.run(cmd, env=env)
+def find() -> Path | None:
+    """The llama-server this environment has (installed by this module), or None."""
+    p = installed_path()
+    return p if p.exists() and os.access(p, os.X_OK) else None
+
+
+def _run(cmd: list[str], log: Path, what: str) -> None:
+    with log.open("ab") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
     if r.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}")
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        raise BuildFailed(f"{what} failed ({' | '.join(x.strip() for x in tail)[-300:]}); the whole log: {log}")
 
 
-def build_wheel(version: str, args: str, dest: Path) -> Path:
-    env = dict(os.environ, CMAKE_ARGS=args, FORCE_CMAKE="1",
-               CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2)))
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tandem-llama-") as tmp:
-        print(f"tandem: building {PACKAGE} {version} from source with {args} (5-10 min on 2 cores)", flush=True)
-        # --no-cache-dir: pip's own cache keys a built wheel by name and version only, so it would
-        # hand back a build made with other flags
-        _pip("wheel", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE, "-w", tmp, f"{PACKAGE}=={version}", env=env)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if len(wheels) != 1:
-            raise SystemExit(f"expected one wheel from the build, found {wheels}")
-        final = dest / wheels[0].name
-        shutil.move(str(wheels[0]), final)
+def fetch_source(dest: Path, log: Path) -> Path:
+    """llama.cpp's source from the pinned sdist, its hash checked; returns the source directory."""
+    _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--no-deps", "--no-binary", ":all:",
+          "--no-cache-dir", "-q", "-d", str(dest), f"{SDIST}=={VERSION}"], log, f"downloading {SDIST} {VERSION} from PyPI")
+    sdists = list(dest.glob("*.tar.gz"))
+    if len(sdists) != 1:
+        raise BuildFailed(f"expected one {SDIST} sdist from PyPI, found {[p.name for p in sdists]}")
+    digest = hashlib.sha256(sdists[0].read_bytes()).hexdigest()
+    if digest != SDIST_SHA256:
+        raise BuildFailed(f"{sdists[0].name} has SHA-256 {digest}, not the pinned {SDIST_SHA256}: the download "
+                          "was changed or cut short; run the set-up again")
+    with tarfile.open(sdists[0]) as tar:
+        tar.extractall(dest, filter="data")
+    src = dest / f"{SDIST}-{VERSION}" / "vendor" / "llama.cpp"
+    if not (src / "tools" / "server").is_dir():
+        raise BuildFailed(f"{sdists[0].name} holds no llama.cpp server sources")
+    return src
+
+
+def build(args: str, dest: Path, log: Path) -> Path:
+    jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    with tempfile.TemporaryDirectory(prefix="tandem-llama-server-") as tmp:
+        tmp_path = Path(tmp)
+        t0 = time.monotonic()
+        print(f"tandem: building {BINARY} (llama.cpp from {SDIST} {VERSION}) with {args}; about 10 min on 2 cores, "
+              f"once (cached in {dest.parent}); log: {log}", flush=True)
+        src = fetch_source(tmp_path, log)
+        light = tmp_path / "tandem-light.cmake"
+        light.write_text(LIGHT_CMAKE.format(targets=" ".join(LIGHT_TARGETS)))
+        out = tmp_path / "build"
+        _run(["cmake", "-S", str(src), "-B", str(out), *args.split(), *SERVER_ARGS.split(),
+              f"-DCMAKE_PROJECT_INCLUDE={light}"], log, "configuring llama.cpp (cmake)")
+        _run(["cmake", "--build", str(out), "--target", BINARY, "-j", jobs], log, f"compiling {BINARY}")
+        binary = out / "bin" / BINARY
+        if not binary.exists():
+            raise BuildFailed(f"the build made no {binary}; the whole log: {log}")
+        dest.mkdir(parents=True, exist_ok=True)
+        final = dest / BINARY
+        shutil.copy2(binary, final)
+        print(f"tandem: built {BINARY} in {time.monotonic() - t0:.0f} s", flush=True)
     return final
 
 
-def ensure(force: bool = False, quiet: bool = False) -> str:
-    """Install the portable build into this interpreter's environment; returns its key."""
-    version = locked_version()
+def ensure(force: bool = False, quiet: bool = False) -> Path:
+    """llama-server built (or taken from the cache) and installed into this interpreter's environment."""
     args = cmake_args()
-    key = build_key(version, args)
-    if not force and installed_key() == key:
+    where = cache_dir() / build_key(VERSION, args)
+    binary = where / BINARY
+    target = installed_path()
+    if not force and binary.exists() and target.exists() and target.read_bytes() == binary.read_bytes():
         if not quiet:
-            print(f"tandem: {PACKAGE} {version} already installed with {args}")
-        return key
-    where = cache_dir() / key
-    wheels = sorted(where.glob("*.whl")) if where.is_dir() else []
-    if force or not wheels:
+            print(f"tandem: {BINARY} already installed ({where.name})")
+        return target
+    if force or not binary.exists():
         if where.is_dir():
             shutil.rmtree(where)
-        wheels = [build_wheel(version, args, where)]
-    else:
-        print(f"tandem: reusing the {PACKAGE} build {key} from {where}")
-    _pip("install", "--no-deps", "--force-reinstall", "--no-cache-dir", str(wheels[0]))
-    (Path(sys.prefix) / MARKER).write_text(key + "\n")
-    return key
+        where.parent.mkdir(parents=True, exist_ok=True)
+        binary = build(args, where, where.parent / f"{where.name}.log")
+    elif not quiet:
+        print(f"tandem: reusing the {BINARY} build {where.name} from {where}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(binary, target)
+    if not quiet:
+        print(f"tandem: {BINARY} installed at {target}")
+    return target
 
 
 def cpu_message(missing: list[str]) -> str:
@@ -155,28 +207,36 @@ def cpu_message(missing: list[str]) -> str:
             "llama.cpp for this CPU: TANDEM_LLAMA_CMAKE_ARGS='-DGGML_NATIVE=ON' make setup")
 
 
-def cpu_refusal(what: str = "setup") -> int | None:
-    """3 (after saying why) when this CPU cannot run the portable build and no flags were given, else None."""
+def refusal() -> str | None:
+    """Why this machine cannot build or run the portable build (None: it can)."""
     missing = missing_cpu_features()
     if missing and "TANDEM_LLAMA_CMAKE_ARGS" not in os.environ:
-        print(f"tandem: {what} stops: {cpu_message(missing)}", file=sys.stderr)
-        return 3
+        return cpu_message(missing)
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            return f"building the embedded LLM needs {tool}, which this machine lacks: {FIX}"
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.llm.build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check-cpu", action="store_true", help="only check that this CPU can run the build")
-    ap.add_argument("--force", action="store_true", help="build again even when a cached wheel exists")
+    ap.add_argument("--force", action="store_true", help="build again even when a cached binary exists")
     ap.add_argument("--quiet", action="store_true", help="say nothing when the right build is installed")
-    args = ap.parse_args(argv)
-    refused = cpu_refusal()
-    if refused is not None:
-        return refused
-    if args.check_cpu:
+    opts = ap.parse_args(argv)
+    why = refusal()
+    if why is not None:
+        print(f"tandem: set-up stops: {why}", file=sys.stderr)
+        return 3
+    if opts.check_cpu:
         print(f"tandem: this CPU runs the embedded LLM's portable build ({platform.machine()})")
         return 0
-    ensure(force=args.force, quiet=args.quiet)
+    try:
+        ensure(force=opts.force, quiet=opts.quiet)
+    except BuildFailed as e:
+        print(f"tandem: set-up stops: building the embedded LLM ({BINARY}) failed: {e}. Fix that and run "
+              f"`make setup` again, or use another OpenAI-compatible server with --llm-url", file=sys.stderr)
+        return 3
     return 0
 
 

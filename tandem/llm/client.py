@@ -17,9 +17,19 @@ from typing import AsyncIterator, Awaitable, TypeVar
 
 import httpx
 
+from .outage import LLMOutage
+
 
 class LLMError(Exception):
     """The LLM request failed; the message says how (unreachable, HTTP error, garbage, timeout)."""
+
+
+class LLMUnavailable(LLMError):
+    """The LLM server is not there now (refused, gone mid-request, 502-504): an outage, not a bad answer."""
+
+
+# what a server says while it is away or still loading (a proxy in front of it, llama-server starting)
+UNAVAILABLE_STATUS = (502, 503, 504)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class ChatClient:
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
+        self.outage = LLMOutage(config.endpoint)
         headers = {"Content-Type": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
@@ -83,8 +94,17 @@ class ChatClient:
 
     async def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
                      slot: int | None = None) -> AsyncIterator[str]:
-        """Yield text deltas as they arrive. Raises LLMError. Breaking out of the loop (or
-        cancelling the task) closes the connection. `slot`: the server slot to serve it (LLMConfig.slots)."""
+        """Yield text deltas as they arrive. Raises LLMError (LLMUnavailable when the server is not there,
+        which `outage` notes). Breaking out of the loop (or cancelling the task) closes the connection.
+        `slot`: the server slot to serve it (LLMConfig.slots)."""
+        try:
+            async for delta in self._stream(messages, max_tokens, slot):
+                yield delta
+        except LLMUnavailable as e:
+            self.outage.failed(str(e))
+            raise
+
+    async def _stream(self, messages: list[dict[str, str]], max_tokens: int | None, slot: int | None) -> AsyncIterator[str]:
         cfg = self.config
         body = {"model": cfg.model, "messages": messages, "stream": True,
                 "max_tokens": max_tokens or cfg.max_tokens, "temperature": cfg.temperature}
@@ -102,7 +122,8 @@ class ChatClient:
                 if resp.status_code != 200:
                     raw = await _within(loop.time() + cfg.chunk_timeout_s, resp.aread(), stalled)
                     detail = raw[:200].decode("utf-8", "replace").strip()
-                    raise LLMError(f"LLM server answered HTTP {resp.status_code} at {cfg.endpoint}: {detail}")
+                    kind = LLMUnavailable if resp.status_code in UNAVAILABLE_STATUS else LLMError
+                    raise kind(f"LLM server answered HTTP {resp.status_code} at {cfg.endpoint}: {detail}")
                 lines = resp.aiter_lines()
                 while True:
                     # set before each read, not across the yield: the consumer's time is not the server's
@@ -114,12 +135,21 @@ class ChatClient:
                     if delta is _DONE:
                         return
                     if delta:
-                        got_first = True
+                        if not got_first:
+                            got_first = True
+                            self.outage.answered()
                         yield delta
             finally:
                 await resp.aclose()
         except httpx.ConnectError as e:
-            raise LLMError(f"LLM server unreachable at {cfg.endpoint} ({e or 'connection refused'})") from None
+            raise LLMUnavailable(f"LLM server unreachable at {cfg.endpoint} ({e or 'connection refused'})") from None
+        except httpx.ConnectTimeout:
+            raise LLMUnavailable(f"LLM server at {cfg.endpoint} did not accept a connection within "
+                                 f"{cfg.connect_timeout_s:g} s") from None
+        except httpx.RemoteProtocolError as e:
+            if got_first:
+                raise LLMError(f"LLM stream from {cfg.endpoint} broke: {type(e).__name__}: {e}") from None
+            raise LLMUnavailable(f"LLM server at {cfg.endpoint} closed the connection ({e})") from None
         except httpx.TimeoutException as e:
             raise LLMError(f"LLM server at {cfg.endpoint} timed out ({type(e).__name__})") from None
         except httpx.HTTPError as e:

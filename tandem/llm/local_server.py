@@ -14,7 +14,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 import importlib.util
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from ..children import describe_exit
+from .build import find
 from ..errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -88,20 +88,18 @@ class LocalLlamaServer:
         env = os.environ.get("TANDEM_LLM_SERVER_CMD")
         self.command = command if command is not None else (shlex.split(env) if env else None)
         self.port = port  # 0: a free one
-        # requests served at once: above 1, llama.cpp's own server (parallel slots, continuous batching),
-        # built by tandem.llm.build_server; llama-cpp-python's server runs one request at a time
+        # requests served at once: llama.cpp's own server keeps that many slots (each its own conversation's
+        # prompt evaluated) and batches their tokens into one forward pass (continuous batching)
         self.parallel = parallel
         if parallel < 1:
-            raise BackendUnavailable("--llm-parallel must be at least 1")
+            raise BackendUnavailable("the embedded LLM needs at least one slot")
         self.server_binary: Path | None = None
-        if parallel > 1 and self.command is None:
-            from .build_server import find
-
+        if self.command is None:
             self.server_binary = find()
             if self.server_binary is None:
-                raise BackendUnavailable(f"--llm-parallel {parallel} needs llama.cpp's own llama-server, which this "
-                                         "environment does not have: build it with `make setup-llama-server` "
-                                         "(or `python -m tandem.llm.build_server`)")
+                raise BackendUnavailable("the embedded LLM needs llama.cpp's llama-server, which this environment "
+                                         "does not have: run `make setup` (or `python -m tandem.llm.build`), "
+                                         "or point --llm-url at an OpenAI-compatible server")
         self.proc: subprocess.Popen | None = None
         self._log_path: Path | None = None
         self._closed = False
@@ -118,7 +116,7 @@ class LocalLlamaServer:
     @property
     def continues_replies(self) -> bool:
         """Whether a last assistant message is gone on from rather than answered anew (LLMConfig.prefill):
-        llama.cpp's own llama-server continues it; llama-cpp-python's server starts a new reply after it."""
+        llama.cpp's llama-server continues it; another server program (TANDEM_LLM_SERVER_CMD) may not."""
         return self.server_binary is not None
 
     def start(self) -> "LocalLlamaServer":
@@ -137,15 +135,10 @@ class LocalLlamaServer:
         self._log_path = Path(name)
         if self.command is not None:
             cmd = [*self.command, "--host", "127.0.0.1", "--port", str(self.port)]
-        elif self.server_binary is not None:
+        else:
             cmd = [str(self.server_binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(self.port),
                    "-c", str(self.n_ctx * self.parallel), "-np", str(self.parallel), "-t", str(self.threads),
                    "-tb", str(self.threads), "-a", MODEL_ALIAS]
-        else:
-            cmd = [sys.executable, "-m", "tandem.llm.llama_main", "--model", str(self.model_path),
-                   "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                   "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-                   "--model_alias", MODEL_ALIAS, "--verbose", "False"]
         log.info("starting embedded LLM server on 127.0.0.1:%d (%s)", self.port, self.model_path.name)
         self.proc = subprocess.Popen(cmd, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)

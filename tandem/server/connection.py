@@ -162,6 +162,10 @@ class InputBuffer:
         return round(float(np.median(self.waiting)) / SAMPLE_RATE * 1e3, 1) if self.waiting else 0.0
 
 
+# what a client hears (0x05) when the LLM stops answering: the session itself goes on
+LLM_AWAY = ("the assistant's LLM is unavailable: the conversation goes on with the front-end alone until it answers "
+            "again")
+
 # timeline event kind -> extension event type (docs/PROTOCOL.md)
 _EVENT_TYPES = {
     tl.VAD_START: "vad_start", tl.VAD_END: "vad_end", tl.PARTIAL: "partial", tl.FINAL: "final",
@@ -170,7 +174,7 @@ _EVENT_TYPES = {
     tl.LLM_ERROR: "error", tl.ERROR: "error", tl.FAULT: "fault", tl.RETRIEVAL: "retrieval",
     tl.EXTRACTIVE: "extractive",
 }
-_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "source", "part", "action",
+_EVENT_FIELDS = ("text", "audio_s", "audio_start_s", "stale_s", "ttft_s", "stream", "error", "unavailable", "source", "part", "action",
                  "query", "trigger", "ms", "passages", "match")
 
 
@@ -233,6 +237,7 @@ class Client:
         self._frames_seen = 0
         self._events_seen = 0
         self._turns = _TurnLatency()
+        self._llm_away = False  # this client was told the LLM is unavailable, and it has not answered since
 
     @property
     def sid(self) -> str:
@@ -335,8 +340,11 @@ class Client:
             if t.frame_late_ms[k] + t.frame_step_ms[k] > FRAME_S * 1e3:
                 self.misses += 1
         self._frames_seen = len(t.frame_t)
+        new = self.session.timeline.events[self._events_seen:]
+        self._events_seen += len(new)
+        msgs += [m for m in map(self._llm_notice, new) if m is not None]
         if self.events:
-            msgs += self._event_messages()
+            msgs += self._event_messages(new)
         self.encoder.encode(self, np.ascontiguousarray(audio, np.float32), msgs)
 
     def deliver(self, page: bytes, msgs: list[bytes]) -> None:
@@ -349,17 +357,25 @@ class Client:
         for m in msgs:
             self.send(m)
 
-    def _event_messages(self) -> list[bytes]:
+    def _llm_notice(self, ev: dict[str, Any]) -> bytes | None:
+        """One error message (0x05) when the LLM goes away, whatever the client; none again until it is back."""
+        if ev["kind"] == tl.LLM_ERROR and ev.get("unavailable") and not self._llm_away:
+            self._llm_away = True
+            log.info("%s: told the client that the LLM is unavailable", self.sid)
+            return proto.error(LLM_AWAY)
+        if ev["kind"] == tl.LLM_FIRST_TOKEN:
+            self._llm_away = False
+        return None
+
+    def _event_messages(self, new: list[dict[str, Any]]) -> list[bytes]:
         out: list[bytes] = []
-        evs = self.session.timeline.events
-        for ev in evs[self._events_seen:]:
+        for ev in new:
             typ = _EVENT_TYPES.get(ev["kind"])
             if typ is not None:
                 out.append(proto.event({"type": typ, "t": ev["t"], **{k: ev[k] for k in _EVENT_FIELDS if k in ev}}))
             lat = self._turns.on(ev)
             if lat is not None:
                 out.append(proto.event({"t": ev["t"], **lat}))
-        self._events_seen = len(evs)
         if len(self.session.timeline.frame_t) % 13 == 0:  # about once a second
             out.append(proto.event(self.stats()))
         return out

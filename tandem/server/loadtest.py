@@ -272,7 +272,7 @@ class CpuMeter:
             cmd = " ".join(proc.cmdline())
         except Exception:  # noqa: BLE001 - gone already
             return "other"
-        if "llama_cpp" in cmd or "llama_main" in cmd or "llama-server" in cmd:  # either embedded engine
+        if "llama-server" in cmd:  # the embedded LLM
             return "llm"
         if "multiprocessing" in cmd:
             return "listener+voice"  # spawned workers: the Listener and the voice process
@@ -337,7 +337,7 @@ def _spawn_server(args, sessions: int) -> tuple[subprocess.Popen, str, ServerLog
 
     port = free_port()
     cmd = [sys.executable, "-m", "tandem", "serve", "--port", str(port), "--max-sessions", str(sessions),
-           "--mode", args.mode, "--llm-parallel", str(getattr(args, "llm_parallel", 1))]
+           "--mode", args.mode]
     if args.llm_url:
         cmd += ["--llm-url", args.llm_url] + (["--llm-model", args.llm_model] if args.llm_model else [])
     if args.record:

@@ -20,6 +20,7 @@ from ..listener.worker import ListenerConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
+from .capacity import DEFAULT_MAX_SESSIONS
 from .shared import CompactProvider, PerSessionFrontEnds, SharedLLM
 from .ticker import Backend, Hub, HubConfig
 from .tts_process import ProcessTTS
@@ -29,22 +30,25 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ServeOptions:
+    """What `tandem serve` is asked for. Below the line, settings measured once and kept at their best value
+    (docs/BENCHMARKS.md and DESIGN.md say where each was chosen); they are fields, not flags, for experiments."""
     server: ServerConfig
     mode: str = "tandem"
-    max_sessions: int = 4
+    max_sessions: int = DEFAULT_MAX_SESSIONS
     record_dir: Path | None = None
     front_end: str = "compact"
     front_end_kwargs: dict = field(default_factory=dict)
-    oracle_policy: str = DEFAULT_POLICY
     llm_url: str | None = None
     llm_model: str | None = None
-    llm_concurrency: int = 1
-    llm_parallel: int = 1
-    llm_threads: int = 1  # CPU threads of the embedded LLM server
-    llm_affinity_wait_s: float = 0.3  # SharedLLM: how long the oldest request may wait for one that goes on from the last prompt
+    allow_llm_down: bool = False
     knowledge: Path | None = None
     knowledge_index: Path | None = None
     knowledge_passages: int = 1
+    limits: proto.Limits = proto.Limits()
+    # ----
+    oracle_policy: str = DEFAULT_POLICY
+    llm_threads: int = 1  # CPU threads of the embedded LLM server: on 2 cores the other is the frame loop's
+    llm_affinity_wait_s: float = 0.3  # SharedLLM: how long the oldest request may wait for one that goes on from the last prompt
     listener_batch: int = ListenerConfig.decode_batch  # Whisper decodes of different sessions run as one batch
     listener_lanes: int = ListenerConfig.decode_lanes  # Whisper decodes at once, one kept for finals and pauses
     listener_threads: int = ListenerConfig.whisper_threads  # threads of each decode
@@ -53,7 +57,14 @@ class ServeOptions:
     settle_on_pause: bool = SchedulerConfig.settle_on_pause  # a whole sentence heard in a pause counts as the final
     backend_nice: int = BACKEND_NICE  # niceness of the Listener process (0: leave the back-end alone)
     llm_nice: int = LLM_NICE  # niceness of the embedded LLM server
-    limits: proto.Limits = proto.Limits()
+
+    @property
+    def llm_slots(self) -> int:
+        """The embedded LLM's slots: one per session, where llama-server keeps that conversation's prompt
+        evaluated, so a session's next request evaluates only its new words (at 6 sessions, against 4 slots
+        shared: time to first token 0.16-0.24 s median against 0.27-0.36; docs/BENCHMARKS.md, twelfth round).
+        At least 2, so that one session is served by the same engine as many."""
+        return max(2, self.max_sessions)
 
 
 def front_end_provider(name: str, capacity: int, kwargs: dict):
@@ -121,25 +132,28 @@ def serve(opts: ServeOptions) -> int:
         raise TandemError("--max-sessions must be between 1 and 256")
     if opts.record_dir is not None:
         opts.record_dir.mkdir(parents=True, exist_ok=True)
-    provider = None
-    if opts.mode in ("tandem", "frontend"):
-        provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
     # the voice runs in a process of its own (tts_process.py), not in the Stack's in-process engine
     stack_cfg = StackConfig(llm_url=opts.llm_url, llm_model=opts.llm_model, need_llm=opts.mode != "frontend",
-                            backend_nice=opts.backend_nice, llm_nice=opts.llm_nice,
-                            need_tts=False, llm_parallel=opts.llm_parallel, llm_threads=opts.llm_threads, knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
+                            allow_llm_down=opts.allow_llm_down, backend_nice=opts.backend_nice, llm_nice=opts.llm_nice,
+                            need_tts=False, llm_parallel=opts.llm_slots, llm_threads=opts.llm_threads,
+                            knowledge=opts.knowledge, knowledge_index=opts.knowledge_index,
                             knowledge_passages=opts.knowledge_passages,
                             listener=ListenerConfig(decode_batch=opts.listener_batch, decode_lanes=opts.listener_lanes,
                                                     whisper_threads=opts.listener_threads,
                                                     reuse_paused_partial=opts.listener_reuse,
                                                     hops_yield=opts.listener_hops_yield))
-    with Stack(stack_cfg) as stack:
+    with Stack(stack_cfg) as stack:  # first: a wrong --llm-url is told before any model loads
+        provider = None
+        if opts.mode in ("tandem", "frontend"):
+            provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
         voice = stack.adopt(ProcessTTS())
         settle_heap()  # again: the voice's client and the server's own objects were made after the stack's
 
         async def main() -> None:
             client = stack.client()
-            llm = SharedLLM(client, opts.llm_concurrency, opts.llm_affinity_wait_s) if client is not None else None
+            # every admitted session may have a request in flight: the embedded server has a slot for each, and a
+            # server behind --llm-url queues or batches them itself
+            llm = SharedLLM(client, opts.llm_slots, opts.llm_affinity_wait_s) if client is not None else None
             backend = Backend(stack.listener, llm, voice, provider, supervisor=stack.supervisor,
                               knowledge=stack.knowledge)
             session = SessionConfig(mode=opts.mode, scheduler=SchedulerConfig(settle_on_pause=opts.settle_on_pause))
