@@ -189,7 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--duration", type=float, default=60.0, help="seconds of conversation per client")
     lt.add_argument("--url", default=None, help="server to test (http://HOST:PORT); default: start one for the run")
     lt.add_argument("--token", default=os.environ.get("TANDEM_TOKEN"))
-    lt.add_argument("--questions", type=Path, default=None, help="JSONL with a `question` field (default: 4 built in)")
+    lt.add_argument("--questions", type=Path, default=None, help="JSONL with a `question` field (default: 12 built in; "
+                                                                   "each session asks its own at every moment)")
+    lt.add_argument("--stagger", type=float, default=0.0, metavar="SECONDS",
+                    help="start session i this much after session i-1 (default 0: all at the same moment)")
+    lt.add_argument("--plot", type=Path, default=None, help="sweep plot (PNG): sessions against first sound and "
+                                                             "answers heard")
     lt.add_argument("--limit", type=int, default=None, help="use the first N questions")
     lt.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
     lt.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")

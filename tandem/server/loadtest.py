@@ -16,12 +16,11 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,59 +30,33 @@ import numpy as np
 from ..errors import TandemError
 from ..scoring import speech_end_of
 from .client import HandshakeError, ProtocolClient, auth_headers
+from .loadtest_report import (ANSWER_WINDOW_S, TARGETS, SessionReport, capacity_of, capacity_table, plot_sweep,
+                              print_sessions, summarize, verdict)
 
-# questions one session answers: capacity measures load, not what the LLM knows. ("Who wrote Romeo and
-# Juliet?" was heard as "ROT Romeo and Juliet" in Festival's voice in every run, so it measured the
-# Listener on one voice; "the play" keeps the same question apart from that.)
-DEFAULT_QUESTIONS = [
-    "What is the capital of France?",
-    "Who wrote the play Romeo and Juliet?",
-    "What is the largest planet in the solar system?",
-    "How many legs does a spider have?",
+# questions the sessions ask, a different one each at every moment: capacity measures load, not what the LLM
+# knows, so these are ones the embedded 135M LLM answers. ("Who wrote Romeo and Juliet?" was heard as "ROT
+# Romeo and Juliet" in Festival's voice in every run; "the play" keeps the same question apart from that.)
+DEFAULT_QA = [
+    ("What is the capital of France?", ["paris"]),
+    ("Who wrote the play Romeo and Juliet?", ["shakespeare"]),
+    ("What is the largest planet in the solar system?", ["jupiter"]),
+    ("How many legs does a spider have?", ["eight", "8"]),
+    ("What is the capital of Japan?", ["tokyo"]),
+    ("What color is the sky on a clear day?", ["blue"]),
+    ("How many days are in a week?", ["seven", "7"]),
+    ("Which planet is known as the red planet?", ["mars"]),
+    ("What is the capital of Germany?", ["berlin"]),
+    ("Who painted the Mona Lisa?", ["leonardo", "vinci"]),
+    ("What is the largest ocean on Earth?", ["pacific"]),
+    ("What is frozen water called?", ["ice"]),
 ]
-DEFAULT_ANSWERS = [["paris"], ["shakespeare"], ["jupiter"], ["eight", "8"]]
-ANSWER_WINDOW_S = 4.0  # an answer counts when its word is heard this soon after the end of the question
-# the word the compact front-end says before it takes back what it began ("It is New sorry, It is Paris."): a
-# turn whose text has it was repaired, what a listener hears as a wrong start
-REPAIR_WORD = re.compile(r"\bsorry\b", re.IGNORECASE)
-
-
-def repaired(turn_texts: list[str]) -> int:
-    """How many of these turns' replies took back what they began."""
-    return sum(1 for x in turn_texts if REPAIR_WORD.search(x))
-
-# what users hear at capacity (issue 16, ARCHITECTURE "capacity"): every one must hold
-TARGETS = {"onset_client_median_s": 0.5, "onset_client_p95_s": 0.8, "answered_pct": 95.0}
-
-
-@dataclass
-class SessionReport:
-    index: int
-    turns: int = 0
-    onsets_client_s: list[float] = field(default_factory=list)
-    onsets_server_s: list[float] = field(default_factory=list)
-    unanswered: int = 0
-    deadline_misses: int = 0
-    frames: int = 0
-    late_p99_ms: float = 0.0
-    underruns: int = 0
-    input_lag_ms: float = 0.0  # median audio waiting in the server's input buffer (from its stats)
-    pages: int = 0
-    errors: list[str] = field(default_factory=list)
-    close_code: int | None = None
-    said: str = ""
-    answers_heard_s: list[float | None] = field(default_factory=list)  # per turn: answer word after the question's end
-    turn_audio: list[np.ndarray] = field(default_factory=list, repr=False)  # per turn, what came back (not saved)
-    turn_questions: list[int] = field(default_factory=list)  # per turn, which question was spoken
-    turn_texts: list[str] = field(default_factory=list)  # per turn, the assistant's text from its question's end on
 
 
 def questions_and_answers(path: Path | None, limit: int | None) -> list[tuple[str, list[str]]]:
     """The questions to speak and their accepted answers: `tandem bench`'s question file (read by its
     loader), else a few defaults."""
     if path is None:
-        pairs = list(zip(DEFAULT_QUESTIONS, DEFAULT_ANSWERS))
-        return pairs[:limit] if limit else pairs
+        return DEFAULT_QA[:limit] if limit else list(DEFAULT_QA)
     from ..bench import load_questions  # here, not at the top: bench pulls in the whole stack
 
     return [(q.question, q.answers) for q in load_questions(path, limit)]
@@ -160,28 +133,8 @@ def score_answers(reports: list[SessionReport], answers: list[list[str]], transc
             r.answers_heard_s.append(round(hit.start, 3) if hit else None)
 
 
-def verdict(summary: dict[str, Any]) -> dict[str, Any]:
-    """Whether the run is at single-session quality, measure by measure (all must pass)."""
-    checks = {
-        f"client onset median <= {TARGETS['onset_client_median_s']} s":
-            summary["onset_client_median_s"] is not None and summary["onset_client_median_s"] <= TARGETS["onset_client_median_s"],
-        f"client onset p95 <= {TARGETS['onset_client_p95_s']} s":
-            summary["onset_client_p95_s"] is not None and summary["onset_client_p95_s"] <= TARGETS["onset_client_p95_s"],
-        f">= {TARGETS['answered_pct']:g}% of turns answered within {ANSWER_WINDOW_S:g} s":
-            summary["answered_pct"] is not None and summary["answered_pct"] >= TARGETS["answered_pct"],
-        "0 deadline misses": summary["deadline_misses"] == 0,
-        "0 input underruns": summary["underruns"] == 0,
-        "0 errors": summary["errors"] == 0,
-    }
-    return {"pass": all(checks.values()), "checks": checks}
-
-
-def _p95(xs: list[float]) -> float | None:
-    return round(float(np.percentile(xs, 95)), 3) if xs else None
-
-
 async def run_clients(url: str, sessions: int, duration_s: float, audios: list[np.ndarray], token: str | None = None,
-                      stagger_s: float = 0.5) -> tuple[list[SessionReport], dict[str, Any] | None]:
+                      stagger_s: float = 0.0) -> tuple[list[SessionReport], dict[str, Any] | None]:
     ends = [speech_end_of(a) or len(a) / 24000 for a in audios]
     until = time.perf_counter() + duration_s
     reports = await asyncio.gather(*(_one_session(i, url, token, audios, ends, until, i * stagger_s)
@@ -195,34 +148,6 @@ async def run_clients(url: str, sessions: int, duration_s: float, audios: list[n
     except aiohttp.ClientError:
         pass
     return list(reports), status
-
-
-def summarize(reports: list[SessionReport], status: dict[str, Any] | None) -> dict[str, Any]:
-    client = [x for r in reports for x in r.onsets_client_s]
-    server = [x for r in reports for x in r.onsets_server_s]
-    heard = [x for r in reports for x in r.answers_heard_s]
-    in_time = [x for x in heard if x is not None and x <= ANSWER_WINDOW_S]
-    texts = [x for r in reports for x in r.turn_texts]
-    return {
-        "sessions": len(reports),
-        "turns": sum(r.turns for r in reports),
-        "unanswered": sum(r.unanswered for r in reports),
-        "answers_judged": len(heard),
-        "answered_pct": round(100 * len(in_time) / len(heard), 1) if heard else None,
-        "answer_heard_median_s": round(statistics.median(in_time), 3) if in_time else None,
-        "repaired_pct": round(100 * repaired(texts) / len(texts), 1) if texts else None,
-        "onset_client_median_s": round(statistics.median(client), 3) if client else None,
-        "onset_client_p95_s": _p95(client),
-        "onset_client_max_s": round(max(client), 3) if client else None,
-        "onset_server_median_s": round(statistics.median(server), 3) if server else None,
-        "deadline_misses": sum(r.deadline_misses for r in reports),
-        "frames": sum(r.frames for r in reports),
-        "late_p99_ms_worst": max((r.late_p99_ms for r in reports), default=0.0),
-        "underruns": sum(r.underruns for r in reports),
-        "input_lag_ms_max": max((r.input_lag_ms for r in reports), default=0.0),
-        "errors": sum(len(r.errors) for r in reports),
-        "server": status,
-    }
 
 
 class CpuMeter:
@@ -379,7 +304,8 @@ def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[st
         if url is None:
             proc, url, server_log = _spawn_server(args, n)
         meter = CpuMeter(proc.pid if proc else None)
-        reports, status = asyncio.run(run_clients(url, n, args.duration, audios, args.token))
+        reports, status = asyncio.run(run_clients(url, n, args.duration, audios, args.token,
+                                                  stagger_s=getattr(args, "stagger", 0.0)))
         cpu = meter.report()
     finally:
         if proc is not None:
@@ -403,40 +329,6 @@ def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[st
     return summary, reports
 
 
-def _print_sessions(reports: list[SessionReport]) -> None:
-    print(f"{'session':>7} {'turns':>5} {'onset med (client)':>18} {'onset med (server)':>18} {'answered':>8} "
-          f"{'repaired':>8} {'misses':>6} {'late p99':>8} {'underruns':>9} {'input lag':>9} {'errors':>6}")
-    for r in reports:
-        oc = f"{statistics.median(r.onsets_client_s):.2f} s" if r.onsets_client_s else "-"
-        os_ = f"{statistics.median(r.onsets_server_s):.2f} s" if r.onsets_server_s else "-"
-        ans = f"{sum(1 for x in r.answers_heard_s if x is not None and x <= ANSWER_WINDOW_S)}/{len(r.answers_heard_s)}"
-        fixed = f"{repaired(r.turn_texts)}/{len(r.turn_texts)}"
-        print(f"{r.index:>7} {r.turns:>5} {oc:>18} {os_:>18} {ans:>8} {fixed:>8} {r.deadline_misses:>6} {r.late_p99_ms:>6.1f}ms "
-              f"{r.underruns:>9} {r.input_lag_ms:>7.0f}ms {len(r.errors):>6}")
-
-
-def capacity_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| sessions | client onset median | p95 | answered in 4 s | turns repaired | deadline misses | underruns | "
-             "errors | CPU (cores, ours / others) | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for s in rows:
-        failed = [k for k, ok in s["verdict"]["checks"].items() if not ok]
-        lines.append(f"| {s['sessions']} | {s['onset_client_median_s']} s | {s['onset_client_p95_s']} s | "
-                     f"{s['answered_pct']}% | {s.get('repaired_pct')}% | {s['deadline_misses']} | {s['underruns']} | {s['errors']} | "
-                     f"{s['cpu']['ours_cores']} / {s['cpu']['others_cores']} | "
-                     f"{'pass' if s['verdict']['pass'] else 'fail: ' + '; '.join(failed)} |")
-    return "\n".join(lines)
-
-
-def capacity_of(rows: list[dict[str, Any]]) -> int:
-    """The largest session count at which this run and every smaller one passed (0: none did)."""
-    cap = 0
-    for s in sorted(rows, key=lambda r: r["sessions"]):
-        if not s["verdict"]["pass"]:
-            break
-        cap = s["sessions"]
-    return cap
-
-
 def run_loadtest(args) -> int:  # noqa: ANN001
     from ..scoring import Transcriber
     from ..voices import speak
@@ -453,12 +345,15 @@ def run_loadtest(args) -> int:  # noqa: ANN001
         rows.append(summary)
         all_reports[n] = reports
         print(f"== {n} session(s)")
-        _print_sessions(reports)
+        print_sessions(reports)
         print(json.dumps({k: v for k, v in summary.items() if k != "server"}))
         if summary["cpu"]["others_cores"] > 0.25:
             print(f"note: other work used {summary['cpu']['others_cores']} of {summary['cpu']['cores']} cores during "
                   f"the run; capacity figures from a busy machine are pessimistic", file=sys.stderr)
     print(capacity_table(rows))
+    if getattr(args, "plot", None):
+        plot_sweep(rows, args.plot)
+        print(f"plot: {args.plot}")
     cap = capacity_of(rows)
     if len(counts) > 1:
         print(f"capacity: {cap} session(s) at single-session quality (of {', '.join(map(str, counts))} tried)")
@@ -469,6 +364,7 @@ def run_loadtest(args) -> int:  # noqa: ANN001
                         for s in rows],
                "capacity": cap, "targets": TARGETS,
                "args": {"sessions": counts, "duration": args.duration, "mode": args.mode, "voice": args.voice,
+                        "stagger": getattr(args, "stagger", 0.0),
                         "server_args": list(getattr(args, "server_arg", None) or [])}}
         if len(rows) == 1:  # the layout single runs always had
             out["summary"], out["sessions"] = rows[0], out["runs"][0]["sessions"]
