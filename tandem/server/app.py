@@ -146,7 +146,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
     if request.headers.get("Upgrade", "").lower() != "websocket":
         return web.Response(status=426, text="this endpoint speaks WebSocket (Moshi's protocol)\n")
     if not hub.reserve():
-        return web.Response(status=503, text=f"server full ({hub.config.max_sessions} sessions); try again later\n",
+        return web.Response(status=503, text=f"server busy: all {hub.config.max_sessions} sessions in use (--max-sessions); try again later\n",
                             headers={"Retry-After": "5"})
     peer = request.remote or "?"
     lim = hub.config.limits
