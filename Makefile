@@ -80,7 +80,7 @@ loadtest: setup system-deps
 # capacity on this machine (docs/BENCHMARKS.md, "Capacity"): N sessions for a minute each, a fresh server for
 # each N, until what users hear falls short of one session's; with llama.cpp's own server, a slot per session
 capacity: setup system-deps
-	$(BIN)/tandem loadtest --sessions 1,2,4,6,8,10 --duration 45 --out $(OUT)/capacity.json --plot $(OUT)/capacity.png
+	$(BIN)/tandem loadtest --sessions 1,2,3,4,5,6,8,10 --duration 45 --out $(OUT)/capacity.json --plot $(OUT)/capacity.png
 
 # Re-pin the dependency tree from requirements.in (needs the registries).
 lock:

@@ -77,3 +77,19 @@ def test_a_warmed_pool_holds_a_spare_that_has_run_and_hears_as_a_fresh_one(spoke
     warmed = meter_probs(frames, FrameVoiceMeter(pool))
     assert pool.spare == 0, "the session takes the warmed instance"
     assert warmed == meter_probs(frames, FrameVoiceMeter(SileroPool())), "the warm-up left nothing in its stream"
+
+
+def test_a_filled_pool_holds_one_spare_per_admitted_session_and_builds_none_at_connect():
+    pool = SileroPool()
+    pool.warm()
+    pool.fill(4)
+    assert pool.spare == 4, "fill tops the pool up to the count, counting the warmed one"
+    meters = [FrameVoiceMeter(pool) for _ in range(4)]
+    assert pool.spare == 0
+    pool.ensure_spare()
+    assert pool.spare == 1, "a connect beyond the filled count still gets one, built then"
+    for m in meters:
+        m.close()
+    assert pool.spare == 5, "closed meters go back to the pool"
+    pool.fill(2)
+    assert pool.spare == 5, "filling never shrinks or over-builds"

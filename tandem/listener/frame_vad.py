@@ -51,6 +51,16 @@ class SileroPool:
                 return
         self.give(self._build())
 
+    def fill(self, n: int) -> None:
+        """`n` spares, built now: a server builds one per session it admits before the first connects.
+        Built at connect time (in a thread, but holding the GIL), six sessions arriving at once stalled
+        the event loop, and the first tick of every session came 80-110 ms late (a loadtest's one deadline
+        miss per session)."""
+        with self._lock:
+            missing = n - len(self._free)
+        for _ in range(missing):
+            self.give(self._build())
+
     def warm(self) -> None:
         """A spare instance that has already run: the first inference in a process (the library's
         own start-up) blocked the first session's first frame for 60 ms or more (`tandem bench`'s

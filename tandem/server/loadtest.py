@@ -34,19 +34,21 @@ from .loadtest_report import (ANSWER_WINDOW_S, TARGETS, SessionReport, capacity_
                               print_sessions, summarize, verdict)
 
 # questions the sessions ask, a different one each at every moment: capacity measures load, not what the LLM
-# knows, so these are ones the embedded 135M LLM answers. ("Who wrote Romeo and Juliet?" was heard as "ROT
-# Romeo and Juliet" in Festival's voice in every run; "the play" keeps the same question apart from that.)
+# knows, so these are ones the embedded 135M LLM answers in every order the sessions ask them
+# (scripts/loadtest_questions_probe.py; the largest planet, asked first, was "Neptune" with no load at all, and
+# the Mona Lisa's painter "a woman named Lisa"). ("Who wrote Romeo and Juliet?" was heard as "ROT Romeo and
+# Juliet" in Festival's voice in every run; "the play" keeps the same question apart from that.)
 DEFAULT_QA = [
     ("What is the capital of France?", ["paris"]),
     ("Who wrote the play Romeo and Juliet?", ["shakespeare"]),
-    ("What is the largest planet in the solar system?", ["jupiter"]),
+    ("What is the capital of Italy?", ["rome"]),
     ("How many legs does a spider have?", ["eight", "8"]),
     ("What is the capital of Japan?", ["tokyo"]),
     ("What color is the sky on a clear day?", ["blue"]),
     ("How many days are in a week?", ["seven", "7"]),
     ("Which planet is known as the red planet?", ["mars"]),
     ("What is the capital of Germany?", ["berlin"]),
-    ("Who painted the Mona Lisa?", ["leonardo", "vinci"]),
+    ("What is the opposite of hot?", ["cold"]),
     ("What is the largest ocean on Earth?", ["pacific"]),
     ("What is frozen water called?", ["ice"]),
 ]

@@ -15,6 +15,7 @@ from ..oracle import DEFAULT_POLICY
 from ..realtime import BACKEND_NICE, LLM_NICE, settle_heap
 from ..scheduler import SchedulerConfig
 from ..session import SessionConfig
+from ..listener.frame_vad import SILERO
 from ..listener.worker import ListenerConfig
 from ..stack import Stack, StackConfig
 from . import protocol as proto
@@ -146,6 +147,7 @@ def serve(opts: ServeOptions) -> int:
         if opts.mode in ("tandem", "frontend"):
             provider = front_end_provider(opts.front_end, opts.max_sessions, opts.front_end_kwargs)
         voice = stack.adopt(ProcessTTS())
+        SILERO.fill(opts.max_sessions)  # every admitted session's voice meter, before any connects
         settle_heap()  # again: the voice's client and the server's own objects were made after the stack's
 
         async def main() -> None:
