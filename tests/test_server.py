@@ -545,3 +545,15 @@ def test_the_loadtests_server_is_never_held_up_by_its_own_log(tmp_path):
     assert len(log.tail) == 40 and ("out 4999" in log.tail or "asyncio ERROR Exception in callback 19999" in log.tail)
     kept = (tmp_path / "record" / "server.log").read_text().splitlines()
     assert len(kept) == 25000 and "out 4999" in kept and "asyncio ERROR Exception in callback 19999" in kept
+
+
+def test_the_default_sessions_are_the_capacity_recorded_in_the_results():
+    """`make capacity`'s recorded sweep (docs/capacity.json) and the default cannot drift apart unnoticed."""
+    import json
+    from pathlib import Path
+
+    from tandem.server.capacity import DEFAULT_MAX_SESSIONS
+
+    sweep = json.loads((Path(__file__).parents[1] / "docs" / "capacity.json").read_text())
+    assert sweep["args"]["server_args"] == [], "measured on `tandem serve` with no flags"
+    assert DEFAULT_MAX_SESSIONS == sweep["capacity"]

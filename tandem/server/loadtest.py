@@ -36,7 +36,8 @@ from .loadtest_report import (ANSWER_WINDOW_S, TARGETS, SessionReport, capacity_
 # questions the sessions ask, a different one each at every moment: capacity measures load, not what the LLM
 # knows, so these are ones the embedded 135M LLM answers in every order the sessions ask them
 # (scripts/loadtest_questions_probe.py; the largest planet, asked first, was "Neptune" with no load at all, and
-# the Mona Lisa's painter "a woman named Lisa"). ("Who wrote Romeo and Juliet?" was heard as "ROT Romeo and
+# the Mona Lisa's painter "a woman named Lisa"), and that Whisper hears in Festival's voice ("the opposite of hot" was
+# "the opposite of heart": "It is heartbreak."). ("Who wrote Romeo and Juliet?" was heard as "ROT Romeo and
 # Juliet" in Festival's voice in every run; "the play" keeps the same question apart from that.)
 DEFAULT_QA = [
     ("What is the capital of France?", ["paris"]),
@@ -48,7 +49,7 @@ DEFAULT_QA = [
     ("How many days are in a week?", ["seven", "7"]),
     ("Which planet is known as the red planet?", ["mars"]),
     ("What is the capital of Germany?", ["berlin"]),
-    ("What is the opposite of hot?", ["cold"]),
+    ("What is the boiling point of water in Celsius?", ["100", "hundred"]),
     ("What is the largest ocean on Earth?", ["pacific"]),
     ("What is frozen water called?", ["ice"]),
 ]
