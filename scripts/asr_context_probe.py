@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tandem.audio import resample
-from tandem.bench_dialogues import load_dialogues
+from tandem.bench.dialogues import load_dialogues
 from tandem.listener.whisper import ShortContextWhisper
 from tandem.listener.worker import transcribe_in_context
 from tandem.scoring import normalize

@@ -14,8 +14,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from tandem.bench import load_questions
-from tandem.bench_dialogues import load_dialogues
+from tandem.bench.common import load_questions
+from tandem.bench.dialogues import load_dialogues
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.followup import current_question

@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tandem.bench import load_questions
+from tandem.bench.common import load_questions
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.llm.prompt import answer_messages

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import soundfile as sf
 
-from tandem.bench import Question, score_run
+from tandem.bench.common import Question
+from tandem.bench.questions import score_run
 from tandem.scoring import Transcriber
 
 

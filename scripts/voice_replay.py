@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
-from tandem.bench import load_questions
+from tandem.bench.common import load_questions
 from tandem.frontend import FrontEndOutput
 from tandem.frontends.compact.decoding import DecodeRules
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd

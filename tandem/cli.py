@@ -41,13 +41,13 @@ def _add_knowledge_args(p: argparse.ArgumentParser) -> None:
 
 
 def _llm_delays(text: str) -> list[float]:
-    from .bench_delay import parse_delays  # imported only when the option is given
+    from .bench.delay import parse_delays  # imported only when the option is given
 
     return parse_delays(text)
 
 
 def _llm_rate(text: str) -> float:
-    from .bench_delay import parse_rate
+    from .bench.delay import parse_rate
 
     return parse_rate(text)
 
@@ -237,12 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "replay":
             return _cmd_replay(args)
         if args.cmd == "bench":
-            from .bench import run_bench
+            from .bench.questions import run_bench
 
             export_moshi_env(args)  # bench builds its front-ends by name only; the moshi factory reads these
 
             if args.llm_delay is not None:
-                from .bench_delay import run_delay_bench
+                from .bench.delay import run_delay_bench
 
                 return run_delay_bench(args)
             if args.llm_rate is not None:
@@ -383,7 +383,7 @@ def _decode_rules(args: argparse.Namespace):  # noqa: ANN202 - DecodeRules, impo
 def _cmd_replay(args: argparse.Namespace) -> int:
     import json
 
-    from .bench import load_questions
+    from .bench.common import load_questions
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
     from .frontends.compact.replay import replay, summarize
     from .timeline import load

@@ -14,7 +14,7 @@ from tandem import timeline as tl
 from tandem.audio import FRAME_SAMPLES
 from tandem.backchannel import (DROP, is_hum, FRAME_S, MAX_BACKCHANNEL_FRAMES, MAX_TALKED_OVER_FRAMES, MODEL_YIELD_FRAMES,
                                 PAUSE, RESUME)
-from tandem.bench_dialogues import Span, talk_through, yield_time
+from tandem.bench.dialogues import Span, talk_through, yield_time
 from tandem.frontend import BARGE_IN_FRAMES
 from tandem.conversation import Conversation
 from tandem.frontend import FrontEndOutput, UserFrame

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fakes import FakeStack, FakeTranscriber
-from tandem import bench
+from tandem.bench import questions as bench
 from tandem.errors import TandemError
 from tandem.audio import FRAME_S
 from tandem.runner import RunResult
@@ -131,7 +131,7 @@ def test_real_two_question_benchmark(tmp_path):
 def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
     import argparse
 
-    from tandem.bench import modes_and_policies, session_config
+    from tandem.bench.common import modes_and_policies, session_config
     from tandem.errors import TandemError
 
     c = session_config("tandem-no-opening")
@@ -144,7 +144,7 @@ def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
 
 
 def test_a_mode_variant_may_set_the_front_end_and_the_session_too():
-    from tandem.bench import front_end_options, session_config
+    from tandem.bench.common import front_end_options, session_config
     from tandem.frontends.compact.frontend import CompactFrontEnd
 
     assert front_end_options("tandem-no-voice-ahead") == {"voice_ahead": False}
@@ -156,7 +156,7 @@ def test_a_mode_variant_may_set_the_front_end_and_the_session_too():
 
 
 def test_answer_latency_is_compared_on_the_questions_both_modes_answered():
-    from tandem.bench import paired_answers
+    from tandem.bench.questions import paired_answers
 
     def run(q, mode, ok, ans):
         return {"question_id": q, "mode": mode, "variant": mode, "correct": ok, "answer_s": ans if ok else None}

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fakes import FakeOpenAIServer, FakeTranscriber
-from tandem import bench_delay, voices
+from tandem import voices
+from tandem.bench import delay as bench_delay
 from tandem.audio import FRAME_S
 from tandem.cli import build_parser
 from tandem.errors import TandemError

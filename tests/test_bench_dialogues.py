@@ -9,7 +9,7 @@ import pytest
 
 import tandem.voices
 from fakes import FakeStack
-from tandem import bench_dialogues as bd
+from tandem.bench import dialogues as bd
 from tandem.audio import FRAME_S
 from tandem.errors import TandemError
 from tandem.runner import RunResult

@@ -134,7 +134,7 @@ def test_the_request_carries_the_turn_as_heard_and_as_asked() -> None:
 
 
 def test_the_as_heard_variant_asks_every_turn_as_it_was_said() -> None:
-    from tandem.bench import session_config
+    from tandem.bench.common import session_config
 
     conv = Conversation(standalone=False)
     conv.on_final("What is the capital of Canada?")

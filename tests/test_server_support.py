@@ -18,7 +18,8 @@ from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, make_app
 from tandem.server.connection import InputBuffer
 from tandem.server.shared import PerSessionFrontEnds, SerializedTTS, SharedLLM
-from tandem.server.ticker import Backend, Hub, HubConfig
+from tandem.server.shared import Backend
+from tandem.server.ticker import Hub, HubConfig
 from tandem.session import SessionConfig
 
 QUESTION_TEXT = "what is the capital of France"

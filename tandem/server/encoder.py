@@ -5,14 +5,22 @@ import asyncio
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .connection import Client
-
 log = logging.getLogger(__name__)
+
+
+class Listening(Protocol):
+    """What the encoder needs of a client (server/connection.py's Client): its Opus writer, whether it is
+    going, and where the page goes on the event loop."""
+
+    sid: str
+    closing: bool
+    writer: object
+
+    def deliver(self, page: bytes, msgs: list[bytes]) -> None: ...
 
 
 class OutputEncoder:
@@ -22,11 +30,11 @@ class OutputEncoder:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._q: queue.SimpleQueue[tuple[Client, np.ndarray, list[bytes]] | None] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[Listening, np.ndarray, list[bytes]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="opus-out", daemon=True)
         self._thread.start()
 
-    def encode(self, client: Client, audio: np.ndarray, msgs: list[bytes]) -> None:
+    def encode(self, client: Listening, audio: np.ndarray, msgs: list[bytes]) -> None:
         self._q.put((client, audio, msgs))
 
     def _run(self) -> None:
@@ -38,7 +46,7 @@ class OutputEncoder:
             if client.closing:
                 continue
             try:
-                page = client.writer.append_pcm(audio)
+                page = client.writer.append_pcm(audio)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - a bad frame must not stop every session's audio
                 log.exception("Opus encoding failed for %s", client.sid)
                 page = b""

@@ -6,12 +6,10 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..realtime import GcWatch, runqueue_wait_ns, stolen_ms
-
-if TYPE_CHECKING:
-    from .ticker import Backend
+from .shared import Backend
 
 
 class Health:

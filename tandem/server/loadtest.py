@@ -60,7 +60,7 @@ def questions_and_answers(path: Path | None, limit: int | None) -> list[tuple[st
     loader), else a few defaults."""
     if path is None:
         return DEFAULT_QA[:limit] if limit else list(DEFAULT_QA)
-    from ..bench import load_questions  # here, not at the top: bench pulls in the whole stack
+    from ..bench.common import load_questions  # here, not at the top: bench pulls in the whole stack
 
     return [(q.question, q.answers) for q in load_questions(path, limit)]
 

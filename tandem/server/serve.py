@@ -22,7 +22,8 @@ from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
 from .capacity import DEFAULT_MAX_SESSIONS
 from .shared import CompactProvider, PerSessionFrontEnds, SharedLLM
-from .ticker import Backend, Hub, HubConfig
+from .shared import Backend
+from .ticker import Hub, HubConfig
 from .tts_process import ProcessTTS
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ import asyncio
 import threading
 import time
 from collections import deque
-from typing import AsyncIterator, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Protocol
 
 import numpy as np
 
@@ -212,3 +213,14 @@ class SerializedTTS:
     def synthesize(self, text: str) -> np.ndarray:
         with self._lock:
             return self.tts.synthesize(text)
+
+
+@dataclass
+class Backend:
+    """What the sessions share: the Listener (process or fake), the LLM, the TTS, the front-ends."""
+    listener: Any
+    llm: SharedLLM | None
+    tts: TTS | None
+    front_ends: FrontEndProvider | None
+    supervisor: Any = None  # tandem.children.Supervisor watching the child processes, when there are any
+    knowledge: Any = None  # tandem.knowledge.KnowledgeBase shared by every session (--knowledge), or None

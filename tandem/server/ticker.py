@@ -27,26 +27,15 @@ from ..audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from ..frontend import FrontEnd
 from ..oracle import DEFAULT_POLICY, make_policy
 from ..session import LiveStep, Session, SessionConfig
-from ..tts import TTS, Voicer
+from ..tts import Voicer
 from . import protocol as proto
 from .connection import Client
 from .encoder import OutputEncoder
 from .health import Health
 from .record import Recorder
-from .shared import FrontEndProvider, SessionLLM, SharedLLM
+from .shared import Backend, SessionLLM
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Backend:
-    """What the sessions share: the Listener (process or fake), the LLM, the TTS, the front-ends."""
-    listener: Any
-    llm: SharedLLM | None
-    tts: TTS | None
-    front_ends: FrontEndProvider | None
-    supervisor: Any = None  # tandem.children.Supervisor watching the child processes, when there are any
-    knowledge: Any = None  # tandem.knowledge.KnowledgeBase shared by every session (--knowledge), or None
 
 
 @dataclass(frozen=True)

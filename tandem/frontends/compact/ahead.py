@@ -14,15 +14,27 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import torch
 
 from .tokenizer import END, PAD, START
 
 if TYPE_CHECKING:
-    from .decoding import CompactState
     from .tokenizer import CompactTokenizer
+
+
+class ReadingState(Protocol):
+    """What reading ahead needs of a session's decoding state (decoding.py's CompactState, which
+    implements it): the word and clause tests, the word cursor, and the voice run it keeps."""
+
+    starts_word: Callable[[int], bool] | None
+    ends_clause: Callable[[int], bool] | None
+    cursor: int | None
+    voiced: bool
+    run: "VoiceRun | None"
+    ahead_words: int
+
 
 CLAUSE_ENDS = ".,;:?!"  # a word ending in one of these ends what the voice reads ahead
 LONGEST_AHEAD = 48  # oracle frames the voice looks ahead of the last piece it was handed
@@ -51,7 +63,7 @@ class VoiceRun:
     closed: bool = False  # the words handed reached the end of a clause (or of the oracle)
 
 
-def _word_at(cache: dict[str, torch.Tensor], r: int, frame: int, st: "CompactState", vocab: int) -> list[int]:
+def _word_at(cache: dict[str, torch.Tensor], r: int, frame: int, st: ReadingState, vocab: int) -> list[int]:
     """The pieces of the oracle word that begins at `frame`, as far as they are fed."""
     word = [fed_token(cache, r, frame)]
     for f in range(frame + 1, frame + LONGEST_AHEAD):
@@ -62,7 +74,7 @@ def _word_at(cache: dict[str, torch.Tensor], r: int, frame: int, st: "CompactSta
     return word
 
 
-def _reads_on(cache: dict[str, torch.Tensor], r: int, st: "CompactState", run: VoiceRun, tok: int, vocab: int) -> bool:
+def _reads_on(cache: dict[str, torch.Tensor], r: int, st: ReadingState, run: VoiceRun, tok: int, vocab: int) -> bool:
     """Does the model's `tok` say the next of the pieces handed ahead (`run.expect`, popped through it)?
     Within a word, the next piece; a word start may leave out handed words, and must be the same word:
     from the same frame, or (copied from a newer oracle) with the same pieces, or, not copied at all, the
@@ -99,7 +111,7 @@ def copied_from(cache: dict[str, torch.Tensor], r: int, tok: int) -> int | None:
     return int(cache["slot_pos"][r, best]) if float(match[best]) >= COPIED_WEIGHT else None
 
 
-def voice_ahead(cache: dict[str, torch.Tensor], r: int, st: "CompactState", tok: int, vocab: int,
+def voice_ahead(cache: dict[str, torch.Tensor], r: int, st: ReadingState, tok: int, vocab: int,
                 settled: bool = True, upcoming: tuple[int, ...] | None = None) -> list[int] | None:
     """The oracle pieces the voice may say now, after this frame's token `tok`, ahead of the model: once
     the model copies an oracle word (its source frame: the word cursor's, else the pointer's), the rest
