@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tandem.audio import resample
+from tandem.audio.frames import resample
 from tandem.bench.dialogues import load_dialogues
 from tandem.listener.whisper import ShortContextWhisper
 from tandem.listener.worker import transcribe_in_context
-from tandem.scoring import normalize
-from tandem.voices import speak
+from tandem.bench.scoring import normalize
+from tandem.audio.voices import speak
 
 
 def word_errors(ref: str, hyp: str) -> tuple[int, int]:

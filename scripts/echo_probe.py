@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tandem.audio import resample
+from tandem.audio.frames import resample
 from tandem.listener.whisper import ShortContextWhisper
 from tandem.listener.worker import ECHO_NO_SPEECH, echoes
-from tandem.scoring import normalize
-from tandem.voices import speak
+from tandem.bench.scoring import normalize
+from tandem.audio.voices import speak
 
 
 def noises(seed: int = 0) -> dict[str, np.ndarray]:

@@ -18,9 +18,9 @@ from tandem.bench.common import load_questions
 from tandem.bench.dialogues import load_dialogues
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
-from tandem.followup import current_question
+from tandem.think.followup import current_question
 from tandem.llm.prompt import answer_messages, oracle_messages
-from tandem.scoring import normalize
+from tandem.bench.scoring import normalize
 
 # the plain question-answering prompt the cascade had before both modes shared one (kept here to compare)
 FORMER_CASCADE_SYSTEM = (
@@ -36,7 +36,7 @@ def cascade_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
 
 
 def resolved_messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
-    """The shared prompt with the last turn asked as it stands alone (tandem/followup.py): a follow-up
+    """The shared prompt with the last turn asked as it stands alone (tandem/think/followup.py): a follow-up
     fragment resolved, or the turn without its lead-in."""
     users = [t for r, t in turns if r == "user"]
     return answer_messages(turns, asked=current_question(users[:-1], users[-1]) or "")

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from tandem import frontend as fe
-from tandem.frontend import UserFrame
+from tandem.speak import frontend as fe
+from tandem.speak.frontend import UserFrame
 
 INTERVALS_S = (0.005, 0.001, 0.0002, 0.00005)
 

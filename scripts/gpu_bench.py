@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
         results["speed"].append(r)
     if args.wav is not None:
-        from tandem.audio import load_input, write_stereo
+        from tandem.audio.frames import load_input, write_stereo
 
         user = load_input(args.wav).samples
         onset = measure_onset(bundle, user, args.oracle, args.oracle_delay, seed=args.seed)

@@ -16,8 +16,8 @@ from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.llm.prompt import answer_messages
 from tandem.providers.llm import with_opening
-from tandem.restate import restate
-from tandem.scoring import normalize
+from tandem.think.restate import restate
+from tandem.bench.scoring import normalize
 from tandem.server.loadtest import DEFAULT_QA
 
 TURNS = 8  # about what one session of a 45 s loadtest asks

@@ -5,7 +5,7 @@ over while it speaks, than when it gets the reply whole, as the cascade does.
 
 For each segment size (1, 2, 3 words) it voices every sentence in segments of that size, trimmed as
 the Voicer trims them, and reports the total duration as a ratio of the sentences voiced whole: at
-hibari's own pace (speed 1.0) and with tandem/tts.py's `segment_speed`.
+hibari's own pace (speed 1.0) and with tandem/speak/tts.py's `segment_speed`.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tandem.audio import SAMPLE_RATE
-from tandem.tts import HibariTTS, segment_speed, trim_segment
+from tandem.audio.frames import SAMPLE_RATE
+from tandem.speak.tts import HibariTTS, segment_speed, trim_segment
 
 SENTENCES = [
     "The longest river in Africa is the Nile.",

@@ -24,8 +24,8 @@ from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.llm.prompt import answer_messages
 from tandem.providers.llm import with_opening
-from tandem.restate import restate
-from tandem.scoring import normalize
+from tandem.think.restate import restate
+from tandem.bench.scoring import normalize
 
 
 def right(reply: str, answers: list[str]) -> bool:

@@ -14,7 +14,7 @@ import soundfile as sf
 
 from tandem.bench.common import Question
 from tandem.bench.questions import score_run
-from tandem.scoring import Transcriber
+from tandem.bench.scoring import Transcriber
 
 
 def main() -> None:

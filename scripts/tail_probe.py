@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tandem.audio import resample
+from tandem.audio.frames import resample
 from tandem.listener.vad import SAMPLE_RATE, VadSegmenter
 from tandem.listener.whisper import ShortContextWhisper
-from tandem.scheduler import reads_whole
-from tandem.scoring import normalize
-from tandem.voices import speak
+from tandem.turn.scheduler import reads_whole
+from tandem.bench.scoring import normalize
+from tandem.audio.voices import speak
 
 FRAME = 1280  # 80 ms at 16 kHz: the VAD is fed as the server feeds it
 

@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE
+from tandem.audio.frames import FRAME_SAMPLES, SAMPLE_RATE
 from tandem.bench.common import load_questions
-from tandem.frontend import FrontEndOutput
+from tandem.speak.frontend import FrontEndOutput
 from tandem.frontends.compact.decoding import DecodeRules
 from tandem.frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
 from tandem.frontends.compact.replay import replay
-from tandem.scoring import Transcriber, Word, find_answer, hear, listening_context, normalize
-from tandem.tts import HibariTTS, phrase_cache, warm_first_words
+from tandem.bench.scoring import Transcriber, Word, find_answer, hear, listening_context, normalize
+from tandem.speak.tts import HibariTTS, phrase_cache, warm_first_words
 
 
 RULES = {"default": DecodeRules(), "no-repair": DecodeRules(repair=False), "no-word-cursor": DecodeRules(word_cursor=False),

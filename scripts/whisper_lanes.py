@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.audio import SAMPLE_RATE as IN_RATE, load_input, resample
+from tandem.audio.frames import SAMPLE_RATE as IN_RATE, load_input, resample
 from tandem.listener.whisper import SAMPLE_RATE, ShortContextWhisper
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "question.wav"

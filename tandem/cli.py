@@ -8,12 +8,12 @@ import signal
 import sys
 from pathlib import Path
 
-from .errors import TandemError
+from .runtime.errors import TandemError
 from .frontends.moshi.options import add_cli_args as add_moshi_args
 from .frontends.moshi.options import add_train_args as add_moshi_train_args
 from .frontends.moshi.options import export_env as export_moshi_env
 from .frontends.moshi.options import kwargs_from_args as moshi_kwargs
-from .oracle import DEFAULT_POLICY, POLICIES
+from .think.oracle import DEFAULT_POLICY, POLICIES
 from .server.capacity import DEFAULT_MAX_SESSIONS
 
 
@@ -225,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             return _cmd_run(args)
         if args.cmd == "say":
-            from .audio import write_mono
-            from .voices import speak
+            from .audio.frames import write_mono
+            from .audio.voices import speak
 
             write_mono(args.out, speak(args.text, args.voice, tail_s=args.tail))
             return 0
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 def _cmd_llm_server(args: argparse.Namespace) -> int:
     import threading
 
-    from .children import Supervisor
+    from .runtime.children import Supervisor
     from .llm.local_server import LocalLlamaServer
 
     if not 0 < args.port < 65536:
@@ -386,7 +386,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from .bench.common import load_questions
     from .frontends.compact.frontend import DEFAULT_CHECKPOINT, CompactFrontEnd
     from .frontends.compact.replay import replay, summarize
-    from .timeline import load
+    from .record.timeline import load
 
     answers = {q.id: q.answers for q in load_questions(args.questions, None)} if args.questions else {}
     timelines = []
@@ -419,12 +419,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from . import frontend
-    from .audio import load_input
-    from .metrics import summarize
+    from .speak import frontend
+    from .audio.frames import load_input
+    from .record.metrics import summarize
     from .runner import run_session, write_outputs
-    from .session import SessionConfig
-    from .stack import Stack, stack_config
+    from .turn.session import SessionConfig
+    from .runtime.stack import Stack, stack_config
 
     audio = load_input(args.input)  # fail on bad input before starting anything
     fe_kwargs = {"checkpoint": args.checkpoint} if args.checkpoint else {}
@@ -445,7 +445,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"onset latency (end of speech -> first assistant audio): {onset}")
     heard_answer = True
     if args.answer:
-        from .scoring import Transcriber, find_answer, hear, listening_context, speech_end_of
+        from .bench.scoring import Transcriber, find_answer, hear, listening_context, speech_end_of
 
         end = speech_end_of(result.input.samples)
         # the question as the Listener heard it is the listener's context (scoring.hear)

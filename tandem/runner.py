@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import frontend as fe_registry
-from .audio import InputAudio, frames_of, load_input, write_stereo
-from .oracle import DEFAULT_POLICY, make_policy
-from .realtime import settle_heap
-from .session import Session, SessionConfig
-from .stack import Stack
-from .timeline import Timeline
-from .tts import Voicer
+from .speak import frontend as fe_registry
+from .audio.frames import InputAudio, frames_of, load_input, write_stereo
+from .think.oracle import DEFAULT_POLICY, make_policy
+from .runtime.realtime import settle_heap
+from .turn.session import Session, SessionConfig
+from .runtime.stack import Stack
+from .record.timeline import Timeline
+from .speak.tts import Voicer
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def write_outputs(result: RunResult, out_wav: Path | None, timeline_json: Path |
         result.timeline.meta["input_duration_s"] = round(n / 24000, 3)
         result.timeline.save(timeline_json)
     if plot_png:
-        from .plot import plot_timeline
+        from .record.plot import plot_timeline
 
         plot_timeline(result.timeline.to_dict(), plot_png, user=result.input.samples, assistant=result.assistant)
 

@@ -11,6 +11,6 @@ import pytest
 @pytest.fixture(scope="session")
 def spoken_question() -> np.ndarray:
     """A question in a Debian voice (not the assistant's), 0.5 s lead, 2 s tail, 24 kHz."""
-    from tandem.voices import speak
+    from tandem.audio.voices import speak
 
     return speak("What is the capital of France?", "festival", lead_s=0.5, tail_s=2.0)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from tandem.audio import FRAME_SAMPLES, FRAME_S
-from tandem.frontend import FrontEndOutput, UserFrame
+from tandem.audio.frames import FRAME_SAMPLES, FRAME_S
+from tandem.speak.frontend import FrontEndOutput, UserFrame
 
 
 @dataclass
@@ -232,7 +232,7 @@ class WordTTS:
 
 
 class FakeStack:
-    """Stands for tandem.stack.Stack in benchmark tests that need no LLM: nothing to start."""
+    """Stands for tandem.runtime.stack.Stack in benchmark tests that need no LLM: nothing to start."""
 
     llm_config = None
 
@@ -256,7 +256,7 @@ class FakeTranscriber:
         self.contexts: list[str | None] = []
 
     def words(self, audio: np.ndarray, context: str | None = None) -> list:
-        from tandem.scoring import Word
+        from tandem.bench.scoring import Word
 
         self.contexts.append(context)
         loud = np.flatnonzero(np.abs(audio) > 0.1)

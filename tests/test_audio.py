@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tandem.audio import FRAME_SAMPLES, SAMPLE_RATE, frames_of, load_input, write_stereo
-from tandem.errors import InputAudioError
+from tandem.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, frames_of, load_input, write_stereo
+from tandem.runtime.errors import InputAudioError
 
 
 def tone(rate: int, secs: float = 1.0, freq: float = 440.0) -> np.ndarray:

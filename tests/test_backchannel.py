@@ -4,11 +4,11 @@ import time
 import numpy as np
 import pytest
 
-from tandem.backchannel import (AWAIT_WORDS_FRAMES, MODEL_YIELD_FRAMES, DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
+from tandem.turn.backchannel import (AWAIT_WORDS_FRAMES, MODEL_YIELD_FRAMES, DROP, END_QUIET_FRAMES, FRAME_S, LATE_WORDS_FRAMES, MAX_BACKCHANNEL_FRAMES,
                                 MAX_TALKED_OVER_FRAMES,
                                 MAX_SILENCE_S, PAUSE, RESUME, BargeInJudge, burst_words, is_backchannel, is_hum)
-from tandem.frontend import BARGE_IN_FRAMES
-from tandem.tts import Cut, Voicer
+from tandem.speak.frontend import BARGE_IN_FRAMES
+from tandem.speak.tts import Cut, Voicer
 
 
 class RampTTS:

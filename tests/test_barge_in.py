@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 
 from fakes import FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTokenizer, WordTTS
-from tandem import timeline as tl
-from tandem.audio import FRAME_SAMPLES
-from tandem.backchannel import (DROP, is_hum, FRAME_S, MAX_BACKCHANNEL_FRAMES, MAX_TALKED_OVER_FRAMES, MODEL_YIELD_FRAMES,
+from tandem.record import timeline as tl
+from tandem.audio.frames import FRAME_SAMPLES
+from tandem.turn.backchannel import (DROP, is_hum, FRAME_S, MAX_BACKCHANNEL_FRAMES, MAX_TALKED_OVER_FRAMES, MODEL_YIELD_FRAMES,
                                 PAUSE, RESUME)
 from tandem.bench.dialogues import Span, talk_through, yield_time
-from tandem.frontend import BARGE_IN_FRAMES
-from tandem.conversation import Conversation
-from tandem.frontend import FrontEndOutput, UserFrame
+from tandem.speak.frontend import BARGE_IN_FRAMES
+from tandem.turn.conversation import Conversation
+from tandem.speak.frontend import FrontEndOutput, UserFrame
 from tandem.frontends.compact.frontend import Mouth
 from tandem.frontends.compact.tokenizer import END, PAD, START
 from tandem.llm.client import ChatClient, LLMConfig
-from tandem.oracle import make_policy
-from tandem.session import Session, SessionConfig
-from tandem.tts import Cut, Voicer
+from tandem.think.oracle import make_policy
+from tandem.turn.session import Session, SessionConfig
+from tandem.speak.tts import Cut, Voicer
 
 OVER_S, OVER_END_S, NEXT_FINAL_S = 3.5, 5.0, 5.5
 SCRIPT = [

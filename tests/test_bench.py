@@ -10,10 +10,10 @@ import pytest
 
 from fakes import FakeStack, FakeTranscriber
 from tandem.bench import questions as bench
-from tandem.errors import TandemError
-from tandem.audio import FRAME_S
+from tandem.runtime.errors import TandemError
+from tandem.audio.frames import FRAME_S
 from tandem.runner import RunResult
-from tandem.timeline import Timeline
+from tandem.record.timeline import Timeline
 
 QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers": ["paris"]},
              {"id": "q2", "question": "What is the capital of Japan?", "answers": ["tokyo"]}]
@@ -132,7 +132,7 @@ def test_a_mode_variant_is_its_mode_with_other_scheduler_settings():
     import argparse
 
     from tandem.bench.common import modes_and_policies, session_config
-    from tandem.errors import TandemError
+    from tandem.runtime.errors import TandemError
 
     c = session_config("tandem-no-opening")
     assert c.mode == "tandem" and c.scheduler.restate is False

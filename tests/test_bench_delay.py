@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from fakes import FakeOpenAIServer, FakeTranscriber
-from tandem import voices
+from tandem.audio import voices
 from tandem.bench import delay as bench_delay
-from tandem.audio import FRAME_S
+from tandem.audio.frames import FRAME_S
 from tandem.cli import build_parser
-from tandem.errors import TandemError
+from tandem.runtime.errors import TandemError
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.runner import RunResult
-from tandem.timeline import Timeline
+from tandem.record.timeline import Timeline
 
 QUESTIONS = [{"id": "q1", "question": "What is the capital of France?", "answers": ["paris"]},
              {"id": "q2", "question": "What is the capital of Japan?", "answers": ["tokyo"]}]
@@ -115,7 +115,7 @@ def test_every_mode_runs_at_every_delay_on_the_same_audio(tmp_path, monkeypatch)
     args = argparse.Namespace(questions=qpath, limit=None, stride=1, modes="tandem,cascade", policy="prefix",
                               out=tmp_path / "out", voice="espeak", tail=1.0, front_end="fake-unused",
                               llm_url=None, llm_model=None, llm_load=False, llm_delay=[0.0, 0.5], llm_rate=None)
-    monkeypatch.setattr("tandem.frontend.build", lambda name, **kw: None)
+    monkeypatch.setattr("tandem.speak.frontend.build", lambda name, **kw: None)
     assert bench_delay.run_delay_bench(args) == 0
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     runs = res["runs"]

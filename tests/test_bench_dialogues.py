@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tandem.voices
+import tandem.audio.voices
 from fakes import FakeStack
 from tandem.bench import dialogues as bd
-from tandem.audio import FRAME_S
-from tandem.errors import TandemError
+from tandem.audio.frames import FRAME_S
+from tandem.runtime.errors import TandemError
 from tandem.runner import RunResult
-from tandem.scoring import Word
-from tandem.timeline import Timeline
+from tandem.bench.scoring import Word
+from tandem.record.timeline import Timeline
 
 SR = 24000
 
@@ -185,7 +185,7 @@ def test_dialogue_bench_bookkeeping(tmp_path, monkeypatch):
     monkeypatch.setattr(bd, "Transcriber", FakeTranscriber)
     monkeypatch.setattr(bd, "run_session", fake_run_session)
     monkeypatch.setattr(bd, "write_outputs", lambda res, wav, tl, png: [Path(p).write_bytes(b"x") for p in (wav, tl, png)])
-    monkeypatch.setattr(tandem.voices, "speak", lambda text, voice, lead_s=0.0, tail_s=0.0: clip(0.1, 1.0 + 0.02 * len(text), 0.1))
+    monkeypatch.setattr(tandem.audio.voices, "speak", lambda text, voice, lead_s=0.0, tail_s=0.0: clip(0.1, 1.0 + 0.02 * len(text), 0.1))
     rows = [{"id": "i1", "kind": "interrupt", "turns": [{"say": "talk a lot", "answers": []},
                                                         {"say": "stop. capital of Egypt?", "answers": ["cairo"], "talk_over_s": 2.5}]},
             {"id": "b1", "kind": "backchannel", "turns": [{"say": "tell me", "answers": []},

@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 from fakes import FakeFrontEnd, FakeListener, FakeTTS
-from tandem.session import Session, SessionConfig
-from tandem.tts import Voicer
+from tandem.turn.session import Session, SessionConfig
+from tandem.speak.tts import Voicer
 
 
 class _StuckTTS(FakeTTS):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tandem.audio import SAMPLE_RATE, resample
+from tandem.audio.frames import SAMPLE_RATE, resample
 from test_server_support import QUESTION_TEXT, fake_server, question
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -111,7 +111,7 @@ async def test_the_page_shows_each_search_of_the_users_documents(tmp_path):
 @pytest.mark.slow
 def test_browser_client_on_the_real_stack(tmp_path):
     from tandem.llm.local_server import free_port
-    from tandem.voices import speak
+    from tandem.audio.voices import speak
 
     mic = fake_mic_wav(tmp_path / "q.wav", speak("What is the capital of France?", "festival", lead_s=1.0, tail_s=8.0))
     port = free_port()

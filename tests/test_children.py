@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tandem.children import Supervisor, describe_exit
-from tandem.errors import BackendUnavailable
+from tandem.runtime.children import Supervisor, describe_exit
+from tandem.runtime.errors import BackendUnavailable
 from tandem.llm.local_server import LocalLlamaServer
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_llm_process.py")]

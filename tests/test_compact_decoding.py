@@ -327,7 +327,7 @@ def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waitin
     silent: the turn is taken at the deadline. An answer's tail fed while nobody asked takes nothing."""
     import numpy as np
 
-    from tandem.frontend import UserFrame
+    from tandem.speak.frontend import UserFrame
     from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES
     from tandem.frontends.compact.frontend import CompactFrontEnd
     from tandem.frontends.compact.tokenizer import START

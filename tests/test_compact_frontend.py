@@ -4,7 +4,7 @@ import time
 import numpy as np
 import torch
 
-from tandem.frontend import UserFrame
+from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import MAX_LOOP_BLOCK, CompactFrontEnd, completes_a_loop
 from tandem.frontends.compact.tokenizer import PAD
 

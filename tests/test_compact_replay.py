@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from tandem import timeline as tl
-from tandem.audio import FRAME_S, write_mono
-from tandem.frontend import UserFrame
+from tandem.record import timeline as tl
+from tandem.audio.frames import FRAME_S, write_mono
+from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import CompactFrontEnd
 from tandem.frontends.compact.replay import inputs_from_timeline, replay, said_answer, summarize
 from tandem.frontends.compact.tokenizer import PAD, START
-from tandem.oracle import OracleStream, make_policy
-from tandem.voices import speak
+from tandem.think.oracle import OracleStream, make_policy
+from tandem.audio.voices import speak
 
 
 def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: list[float],
@@ -70,7 +70,7 @@ def test_replay_reproduces_what_the_session_said(fe):
 
 
 def test_copy_exactness_of_a_replay_judges_the_last_oracle_against_what_was_said(fe):
-    from tandem.copying import last_oracle_text
+    from tandem.bench.copying import last_oracle_text
 
     partials = [(0.5, "What is"), (1.3, "What is the capital of France"), (1.9, "What is the capital of France?")]
     rec = record_session(fe, partials, [1.0] * 20 + [0.02] * 50, (14, "The capital of France is Paris."),

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import torch
 
-from tandem.frontend import UserFrame
+from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import CompactFrontEnd
 from tandem.frontends.compact.model import CompactConfig
 from tandem.frontends.compact.checkpoint import load_checkpoint

@@ -1,7 +1,7 @@
 """The copy-exactness measure: names and numbers of the last oracle said whole and in order."""
 import pytest
 
-from tandem.copying import copied_exactly, exact_pct, key_words
+from tandem.bench.copying import copied_exactly, exact_pct, key_words
 
 
 @pytest.mark.parametrize("oracle, keys", [
@@ -38,7 +38,7 @@ def test_exact_pct_counts_only_judged_pairs():
 
 
 def test_the_last_oracle_is_the_text_appended_since_the_last_reset():
-    from tandem.copying import last_oracle_text
+    from tandem.bench.copying import last_oracle_text
 
     ev = [{"kind": "oracle_reset", "t": 1.0}, {"kind": "oracle_append", "t": 1.0, "text": "It is Rome."},
           {"kind": "assistant_text", "t": 1.5, "text": "It"},
@@ -49,7 +49,7 @@ def test_the_last_oracle_is_the_text_appended_since_the_last_reset():
 
 
 def test_a_reply_cut_by_the_end_of_the_recording_is_told_from_a_garbled_one():
-    from tandem.copying import cut_short
+    from tandem.bench.copying import cut_short
 
     oracle = "The area of Antarctica is 14.2 million square kilometers."
     assert cut_short("The area of Antarctica is 14", oracle), "stopped right after a key word it got right"

@@ -20,7 +20,7 @@ import pytest
 
 from tandem.llm.local_server import free_port
 from tandem.server.client import ProtocolClient
-from tandem.voices import speak
+from tandem.audio.voices import speak
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("haproxy") is None,

@@ -6,9 +6,9 @@ import sys
 import numpy as np
 import pytest
 
-from tandem.audio import write_mono
-from tandem.timeline import load as load_timeline
-from tandem.voices import speak
+from tandem.audio.frames import write_mono
+from tandem.record.timeline import load as load_timeline
+from tandem.audio.voices import speak
 
 pytestmark = pytest.mark.slow
 

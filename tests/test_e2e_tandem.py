@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tandem.audio import write_mono
+from tandem.audio.frames import write_mono
 from tandem.frontends.compact.frontend import CompactFrontEnd
 from tandem.frontends.compact.replay import replay
-from tandem.scoring import Transcriber, find_answer, speech_end_of
-from tandem.timeline import load as load_timeline
-from tandem.voices import speak
+from tandem.bench.scoring import Transcriber, find_answer, speech_end_of
+from tandem.record.timeline import load as load_timeline
+from tandem.audio.voices import speak
 
 pytestmark = pytest.mark.slow
 

@@ -17,11 +17,11 @@ import numpy as np
 import psutil
 import pytest
 
-from tandem.audio import SAMPLE_RATE
+from tandem.audio.frames import SAMPLE_RATE
 from tandem.llm.local_server import free_port
-from tandem.scoring import speech_end_of
+from tandem.bench.scoring import speech_end_of
 from tandem.server.client import ProtocolClient
-from tandem.voices import speak
+from tandem.audio.voices import speak
 
 pytestmark = pytest.mark.slow
 

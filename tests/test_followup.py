@@ -1,10 +1,10 @@
-"""Follow-up fragments rewritten as the question they stand for (tandem/followup.py)."""
+"""Follow-up fragments rewritten as the question they stand for (tandem/think/followup.py)."""
 from __future__ import annotations
 
 import pytest
 
-from tandem.conversation import Conversation
-from tandem.followup import current_question, is_fragment, resolved_questions, standalone, without_lead_in
+from tandem.turn.conversation import Conversation
+from tandem.think.followup import current_question, is_fragment, resolved_questions, standalone, without_lead_in
 from tandem.llm.prompt import answer_messages
 
 

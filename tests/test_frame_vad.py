@@ -4,9 +4,9 @@ import asyncio
 import numpy as np
 
 from fakes import FakeFrontEnd, FakeListener
-from tandem.audio import frames_of
+from tandem.audio.frames import frames_of
 from tandem.listener.frame_vad import FrameVoiceMeter, SileroPool
-from tandem.session import Session, SessionConfig
+from tandem.turn.session import Session, SessionConfig
 
 
 def loud_span(x: np.ndarray, rate: int = 24000) -> tuple[float, float]:

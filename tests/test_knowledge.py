@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fakes import FakeFrontEnd, FakeListener, FakeOpenAIServer, FakeTTS
-from tandem import timeline as tl
-from tandem.audio import FRAME_SAMPLES
+from tandem.record import timeline as tl
+from tandem.audio.frames import FRAME_SAMPLES
 from tandem.knowledge import KnowledgeBase, KnowledgeError, KnowledgeIndex, Retriever
 from tandem.knowledge.documents import split_passages
 from tandem.knowledge.query import content_words, fts_query
@@ -20,8 +20,8 @@ from tandem.llm.client import ChatClient, LLMConfig
 from tandem.providers import FirstOf, LLMProvider, OracleRequest, for_cascade, for_oracles
 from tandem.providers.extractive import ExtractiveProvider, best_sentence
 from tandem.providers.knowledge import KnowledgeProvider
-from tandem.session import Session, SessionConfig
-from tandem.tts import Voicer
+from tandem.turn.session import Session, SessionConfig
+from tandem.speak.tts import Voicer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "knowledge"
 

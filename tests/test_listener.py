@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from tandem.audio import FRAME_SAMPLES, frames_of, resample
+from tandem.audio.frames import FRAME_SAMPLES, frames_of, resample
 from tandem.listener.process import ListenerProcess
 from tandem.listener.worker import ListenerConfig
 from tandem.listener.vad import VadConfig, VadSegmenter
@@ -187,7 +187,7 @@ def test_whisper_told_the_earlier_turn_hears_a_follow_up_and_echoes_nothing_over
     """Whisper's previous-text prompt: the follow-up's words in the light of the question before, and
     over a second of hiss, where Whisper told a context repeats it, the context is not what is heard."""
     from tandem.listener.worker import echoes, transcribe_in_context
-    from tandem.voices import speak
+    from tandem.audio.voices import speak
 
     w = ShortContextWhisper()
     follow_up = resample(speak("And on a basketball team?", "flite", lead_s=0.3, tail_s=0.3), 24000, 16000)
@@ -226,7 +226,7 @@ def test_a_stream_decodes_with_the_context_its_session_sent(spoken_question):
 
 def test_a_batch_of_decodes_hears_what_each_decode_alone_hears():
     """Several streams' decodes in one batch (different lengths, contexts and none): the same words."""
-    from tandem.voices import speak
+    from tandem.audio.voices import speak
 
     w = ShortContextWhisper()
     qs = ["What is the capital of France?", "How many legs does a spider have?", "And of Germany?"]
@@ -283,7 +283,7 @@ def _worker_hears_question(monkeypatch, fake, sids, config, outbox):  # noqa: AN
     import threading
     from pathlib import Path
 
-    from tandem.audio import load_input
+    from tandem.audio.frames import load_input
     from tandem.listener import whisper, worker
 
     monkeypatch.setattr(whisper, "ShortContextWhisper", fake)

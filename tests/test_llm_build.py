@@ -123,7 +123,7 @@ def test_the_module_runs_with_the_standard_library_only():
 
 
 def test_a_missing_llama_server_is_a_clear_error(monkeypatch, tmp_path):
-    from tandem.errors import BackendUnavailable
+    from tandem.runtime.errors import BackendUnavailable
     from tandem.llm import local_server
     from tandem.llm.local_server import LocalLlamaServer
 

@@ -16,7 +16,7 @@ from tandem.llm.build import find
 from tandem.llm.local_server import MODEL_ALIAS, bundled_model_path, free_port
 from tandem.server.client import ProtocolClient
 from tandem.server.connection import LLM_AWAY
-from tandem.voices import speak
+from tandem.audio.voices import speak
 
 pytestmark = pytest.mark.slow
 

@@ -11,14 +11,14 @@ import torch
 
 pytest.importorskip("moshi")
 
-from tandem import frontend as registry  # noqa: E402
-from tandem.audio import FRAME_SAMPLES  # noqa: E402
-from tandem.frontend import UserFrame  # noqa: E402
+from tandem.speak import frontend as registry  # noqa: E402
+from tandem.audio.frames import FRAME_SAMPLES  # noqa: E402
+from tandem.speak.frontend import UserFrame  # noqa: E402
 from tandem.frontends.moshi import checkpoint  # noqa: E402
 from tandem.frontends.moshi.bundle import load_bundle  # noqa: E402
 from tandem.frontends.moshi.frontend import MoshiFrontEnd, Sampling  # noqa: E402
 from tandem.frontends.moshi.tiny import write_tiny_checkpoint  # noqa: E402
-from tandem.oracle import KamePolicy, OracleStream  # noqa: E402
+from tandem.think.oracle import KamePolicy, OracleStream  # noqa: E402
 
 torch.set_num_threads(1)
 VOCAB = 120
@@ -144,7 +144,7 @@ def test_tandem_run_with_the_tiny_moshi_writes_the_timeline(tiny_dir, tmp_path, 
     """The whole `tandem run --front-end moshi` path: Listener, fake LLM oracles, the tiny model."""
     from fakes import FakeOpenAIServer
 
-    from tandem.audio import write_mono
+    from tandem.audio.frames import write_mono
     from tandem.cli import main
 
     wav, tl, out = tmp_path / "q.wav", tmp_path / "t.json", tmp_path / "o.wav"
@@ -234,7 +234,7 @@ def test_moshi_options_reach_commands_that_build_by_name(tiny_dir, monkeypatch):
 
 
 def test_run_without_weights_fails_with_one_line(tmp_path, capsys, spoken_question):
-    from tandem.audio import write_mono
+    from tandem.audio.frames import write_mono
     from tandem.cli import main
 
     wav = tmp_path / "q.wav"

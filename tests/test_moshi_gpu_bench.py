@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_bench_dry_run_on_cpu(tmp_path):
-    from tandem.audio import write_mono
+    from tandem.audio.frames import write_mono
 
     spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "scripts" / "gpu_bench.py")
     mod = importlib.util.module_from_spec(spec)

@@ -21,7 +21,7 @@ pytest.importorskip("moshi")
 from moshi.models import LMGen, LMModel, loaders  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from tandem.errors import FrontEndUnavailable  # noqa: E402
+from tandem.runtime.errors import FrontEndUnavailable  # noqa: E402
 from tandem.frontends.moshi import checkpoint  # noqa: E402
 from tandem.frontends.moshi.bundle import load_bundle  # noqa: E402
 from tandem.frontends.moshi.model import build_lm, load_lm  # noqa: E402

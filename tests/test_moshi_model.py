@@ -17,7 +17,7 @@ pytest.importorskip("moshi")
 from moshi.models import LMGen, LMModel  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from tandem.errors import FrontEndUnavailable  # noqa: E402
+from tandem.runtime.errors import FrontEndUnavailable  # noqa: E402
 from tandem.frontends.moshi import checkpoint  # noqa: E402
 from tandem.frontends.moshi.bundle import load_bundle  # noqa: E402
 from tandem.frontends.moshi.model import OracleLMModel, backfill_oracle, build_lm, load_lm  # noqa: E402

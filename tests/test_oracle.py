@@ -1,4 +1,4 @@
-from tandem.oracle import KamePolicy, LatePlaybackPolicy, OracleStream, make_policy
+from tandem.think.oracle import KamePolicy, LatePlaybackPolicy, OracleStream, make_policy
 
 PAD, START = 0, 99
 

@@ -1,5 +1,5 @@
 """The timeline plot draws every kind of event a session records, including the talk-over ones."""
-from tandem.plot import plot_timeline
+from tandem.record.plot import plot_timeline
 
 
 def test_the_plot_draws_openings_pauses_resumes_and_yields(tmp_path):

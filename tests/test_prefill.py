@@ -6,13 +6,13 @@ import time
 import pytest
 
 from fakes import FakeLLMBehaviour, FakeOpenAIServer, until
-from tandem import timeline as tl
-from tandem.conversation import Conversation
+from tandem.record import timeline as tl
+from tandem.turn.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.providers import LLMProvider
 from tandem.providers.base import OracleRequest
 from tandem.providers.llm import with_opening
-from tandem.scheduler import OracleScheduler, SchedulerConfig
+from tandem.turn.scheduler import OracleScheduler, SchedulerConfig
 
 
 async def _joined(opening: str, deltas: list[str]) -> list[str]:

@@ -4,8 +4,8 @@ import re
 import numpy as np
 import pytest
 
-from tandem.pronounce import respell
-from tandem.openers import FALLBACKS, OPENERS, SHIPPED_OPENERS
+from tandem.speak.pronounce import respell
+from tandem.speak.openers import FALLBACKS, OPENERS, SHIPPED_OPENERS
 
 # what the shipped compact checkpoint still says (it was trained on the earlier OPENERS/FALLBACKS)
 SHIPPED = SHIPPED_OPENERS + ["Hmm, I am not certain."]
@@ -30,16 +30,16 @@ def test_training_openers_and_fallbacks_need_no_respelling():
 
 @pytest.fixture(scope="module")
 def hibari():
-    from tandem.tts import HibariTTS
+    from tandem.speak.tts import HibariTTS
 
     return HibariTTS()
 
 
 def test_the_hibari_voice_applies_the_respellings(hibari):
-    from tandem.tts import segment_speed
+    from tandem.speak.tts import segment_speed
 
     said = hibari.synthesize("Hmm, good question.")
-    speed = segment_speed("Hmm, good question.")  # a short segment is said faster (tandem/tts.py)
+    speed = segment_speed("Hmm, good question.")  # a short segment is said faster (tandem/speak/tts.py)
     assert np.array_equal(said, hibari._tts("[Hmm](/mmmmm/), good question.", speed=speed, seed=0))
     assert not np.array_equal(said, hibari._tts("Hmm, good question.", speed=speed, seed=0))
 
@@ -56,7 +56,7 @@ def test_every_opener_and_fallback_is_heard_as_its_words(hibari):
     """Synthesized by the real voice, transcribed by Whisper tiny.en: each phrase the front-end says
     without an oracle (today's lists, what the shipped checkpoint says, and a reply's first word,
     which the front-end voices on its own) comes back as its own words, a hum as a hum."""
-    from tandem.scoring import Transcriber
+    from tandem.bench.scoring import Transcriber
 
     transcriber = Transcriber()
     phrases = OPENERS + FALLBACKS + SHIPPED
@@ -83,7 +83,7 @@ def test_chemical_symbols_are_spelled_letter_by_letter_and_words_are_not():
 @pytest.mark.slow
 def test_a_chemical_symbol_is_heard_as_its_letters(hibari):
     """Whisper tiny.en heard hibari's "Au" as "o" and "hell" (bench, dev-031); spelled, it hears letters."""
-    from tandem.scoring import Transcriber
+    from tandem.bench.scoring import Transcriber
 
     transcriber = Transcriber()
     for text, letters in (("The chemical symbol for gold is Au.", "au"), ("The symbol for silver is Ag.", "ag"),

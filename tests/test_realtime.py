@@ -9,10 +9,10 @@ import numpy as np
 import psutil
 
 from fakes import FakeFrontEnd, FakeListener
-from tandem import timeline as tl
-from tandem.audio import FRAME_SAMPLES
-from tandem.realtime import BACKEND_NICE, FrameWatch, Snapshot, autogroup_nice, settle_heap
-from tandem.session import Session, SessionConfig
+from tandem.record import timeline as tl
+from tandem.audio.frames import FRAME_SAMPLES
+from tandem.runtime.realtime import BACKEND_NICE, FrameWatch, Snapshot, autogroup_nice, settle_heap
+from tandem.turn.session import Session, SessionConfig
 
 
 class StallingFrontEnd(FakeFrontEnd):
@@ -83,7 +83,7 @@ def test_between_splits_wall_time_and_never_goes_negative():
 
 
 def test_stolen_ms_reads_the_steal_column_and_keeps_a_reading_briefly():
-    from tandem.realtime import stolen_ms
+    from tandem.runtime.realtime import stolen_ms
 
     first = stolen_ms()
     assert first is not None and first >= 0.0, "Linux has a steal column"
@@ -97,7 +97,7 @@ def test_a_mark_counts_this_threads_page_faults_that_waited_for_the_disk(tmp_pat
     import mmap
     import os
 
-    from tandem.realtime import disk_waits
+    from tandem.runtime.realtime import disk_waits
 
     path = tmp_path / "cold.bin"
     path.write_bytes(os.urandom(4 << 20))
@@ -144,7 +144,7 @@ def test_settle_heap_hides_what_is_alive_from_the_collector():
 
 
 def test_the_stack_lowers_its_back_end_below_the_frame_loop():
-    from tandem.stack import Stack, StackConfig
+    from tandem.runtime.stack import Stack, StackConfig
 
     with Stack(StackConfig(need_llm=False, need_tts=False)) as stack:
         (pid,) = stack.pids()
@@ -155,7 +155,7 @@ def test_the_stack_lowers_its_back_end_below_the_frame_loop():
 
 
 def test_misses_are_counted_by_what_mostly_made_them_late():
-    from tandem.metrics import count_causes, miss_cause
+    from tandem.record.metrics import count_causes, miss_cause
 
     step = {"wall_ms": 100.0, "gc_ms": 60.0, "cpu_ms": 70.0, "cpu_wait_ms": 0.0, "blocked_ms": 30.0}
     quiet = {"wall_ms": 1.0, "gc_ms": 0.0, "cpu_ms": 1.0, "cpu_wait_ms": 0.0, "blocked_ms": 0.0}
@@ -195,7 +195,7 @@ def test_the_embedded_llm_and_the_listener_run_at_their_own_niceness(monkeypatch
     group, its session's, under autogroup scheduling)."""
     from pathlib import Path
 
-    from tandem.stack import Stack, StackConfig
+    from tandem.runtime.stack import Stack, StackConfig
 
     fake = Path(__file__).parent / "fake_llm_process.py"
     monkeypatch.setenv("TANDEM_LLM_SERVER_CMD", f"{sys.executable} {fake}")

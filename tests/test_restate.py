@@ -1,7 +1,7 @@
 """Openings restated from questions, and LLM replies spliced onto them."""
 import pytest
 
-from tandem.restate import Splicer, restate, splice
+from tandem.think.restate import Splicer, restate, splice
 
 
 @pytest.mark.parametrize("question, opening", [

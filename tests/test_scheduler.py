@@ -4,12 +4,12 @@ import time
 import pytest
 
 from fakes import FakeLLMBehaviour, FakeOpenAIServer, until
-from tandem import timeline as tl
-from tandem.conversation import Conversation
+from tandem.record import timeline as tl
+from tandem.turn.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.providers import LLMProvider
-from tandem.scheduler import OracleScheduler, SchedulerConfig
-from tandem.session import WordBuffer
+from tandem.turn.scheduler import OracleScheduler, SchedulerConfig
+from tandem.turn.session import WordBuffer
 
 
 def make(srv, **cfg):
@@ -465,7 +465,7 @@ async def test_the_auto_form_asks_a_follow_up_in_chat_form_and_a_first_question_
     first, second = await question_and_follow_up(prompt_form="auto")
     assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"].startswith("user: ")
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-    # the fragment is asked as the question it stands for, after the history (tandem/followup.py)
+    # the fragment is asked as the question it stands for, after the history (tandem/think/followup.py)
     assert second[-1]["content"] == "And what is the capital of australia?"
     assert second[1]["content"] == "what is the capital of canada" and second[2]["content"] == "Ottawa."
 
@@ -804,7 +804,7 @@ async def test_a_newer_reply_with_the_answer_held_in_other_words_keeps_it(second
 
 
 def test_same_answer_compares_what_two_replies_answer():
-    from tandem.same_answer import same_answer
+    from tandem.think.same_answer import same_answer
 
     assert same_answer("A spider has 8 legs.", "It has eight legs.")
     assert same_answer("It has eight legs.", "A spider has 8 legs.")
@@ -896,7 +896,7 @@ def test_a_fresh_reset_feeds_the_start_token_again_under_every_policy():
     """After a dropped reply the same words come again: the prefix policy would go on with the oracle it
     fed (no start token, nothing new), and a hushed front-end would have no answer to take its turn with.
     A fresh reset feeds the start token at once, then the new oracle's tokens."""
-    from tandem.oracle import POLICIES, OracleStream
+    from tandem.think.oracle import POLICIES, OracleStream
 
     START_ID, PAD_ID = 2, 0
     for name, policy in POLICIES.items():

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tandem.audio import SAMPLE_RATE
-from tandem.scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after, speech_end_of
+from tandem.audio.frames import SAMPLE_RATE
+from tandem.bench.scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after, speech_end_of
 
 SR = SAMPLE_RATE
 
@@ -37,7 +37,7 @@ def transcriber():
 
 
 def test_answer_time_comes_from_the_spoken_word(transcriber):
-    from tandem.voices import speak
+    from tandem.audio.voices import speak
 
     lead = 1.5
     speech = speak("I believe the capital is Paris.", "espeak", lead_s=lead, tail_s=0.5)
@@ -76,7 +76,7 @@ def test_a_symbol_spelled_out_letter_by_letter_is_heard():
 def test_a_short_answer_is_heard_as_a_listener_who_asked_hears_it(transcriber, reply, question, answer):
     """The assistant's own voice saying a short answer: Whisper alone wrote "flower" and "so" here; given
     the question as the listener's context it hears the answer."""
-    from tandem.tts import HibariTTS
+    from tandem.speak.tts import HibariTTS
 
     audio = np.concatenate([silence(0.5), np.asarray(HibariTTS().synthesize(reply), np.float32), silence(0.5)])
     context = listening_context(question, [answer])

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tandem.audio import FRAME_SAMPLES
+from tandem.audio.frames import FRAME_SAMPLES
 from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, check_bind
 from tandem.server.client import HandshakeError, ProtocolClient
-from tandem.errors import TandemError
+from tandem.runtime.errors import TandemError
 from fakes import until
 from test_server_support import QUESTION_TEXT, fake_server, question
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tandem.frontend import UserFrame
+from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import CompactFrontEnd, CompactPool
 from tandem.frontends.compact.tokenizer import PAD
 

@@ -12,9 +12,9 @@ import pytest
 import soundfile as sf
 
 from tandem.llm.local_server import free_port
-from tandem.scoring import speech_end_of
+from tandem.bench.scoring import speech_end_of
 from tandem.server.client import HandshakeError, ProtocolClient
-from tandem.voices import speak
+from tandem.audio.voices import speak
 
 # a frame loop held up by its back-end misses dozens of frames; a busy CI machine can cost one or two
 MISSES_OK = 2

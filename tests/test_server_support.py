@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from fakes import FakeFrontEnd, FakeLLMBehaviour, FakeOpenAIServer, FakeTTS
-from tandem.audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
+from tandem.audio.frames import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.server import protocol as proto
 from tandem.server.app import ServerConfig, make_app
@@ -20,7 +20,7 @@ from tandem.server.connection import InputBuffer
 from tandem.server.shared import PerSessionFrontEnds, SerializedTTS, SharedLLM
 from tandem.server.shared import Backend
 from tandem.server.ticker import Hub, HubConfig
-from tandem.session import SessionConfig
+from tandem.turn.session import SessionConfig
 
 QUESTION_TEXT = "what is the capital of France"
 
@@ -206,7 +206,7 @@ def wait_until(pred, timeout_s: float = 5.0) -> bool:  # noqa: ANN001
 
 
 def test_turn_onset_counts_the_first_audible_frame_after_the_end_of_speech_even_when_the_reply_started_before():
-    from tandem.metrics import TurnOnsets
+    from tandem.record.metrics import TurnOnsets
 
     on = TurnOnsets()
     on.speech_start()
@@ -268,7 +268,7 @@ def test_recorder_frame_does_not_wait_for_a_slow_disk_and_close_writes_everythin
     import soundfile as sf
 
     from tandem.server.record import Recorder
-    from tandem.timeline import Timeline
+    from tandem.record.timeline import Timeline
 
     delay = 0.2
     real_write = sf.SoundFile.write
@@ -303,7 +303,7 @@ def test_a_full_recording_queue_drops_frames_as_silence_and_never_blocks(tmp_pat
     import soundfile as sf
 
     from tandem.server.record import Recorder
-    from tandem.timeline import Timeline
+    from tandem.record.timeline import Timeline
 
     stuck = threading.Event()
     real_write = sf.SoundFile.write
@@ -340,7 +340,7 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
 
     import psutil
 
-    from tandem.realtime import deprioritize
+    from tandem.runtime.realtime import deprioritize
 
     code = ("import threading, time\n"
             "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
@@ -363,8 +363,8 @@ def test_deprioritize_lowers_every_thread_of_a_process_not_only_its_first():
 def test_deprioritize_lowers_the_cpu_group_of_a_process_in_a_session_of_its_own():
     import subprocess
 
-    from tandem.realtime import autogroup_nice as group_nice
-    from tandem.realtime import deprioritize
+    from tandem.runtime.realtime import autogroup_nice as group_nice
+    from tandem.runtime.realtime import deprioritize
 
     own = subprocess.Popen(["sleep", "30"], start_new_session=True)
     ours = subprocess.Popen(["sleep", "30"])
@@ -490,7 +490,7 @@ def test_autogroup_nice_reads_the_group_and_is_none_in_the_default_group(monkeyp
     and none written."""
     import builtins
 
-    from tandem import realtime
+    from tandem.runtime import realtime
 
     contents = {"42": "/autogroup-604 nice 5\n", "43": ""}
     real_open = builtins.open

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from fakes import FakeFrontEnd, FakeLLMBehaviour, FakeListener, FakeOpenAIServer, FakeTTS
-from tandem import timeline as tl
-from tandem.audio import FRAME_SAMPLES
-from tandem.cascade import COULD_NOT_ANSWER
-from tandem.errors import FrontEndUnavailable
+from tandem.record import timeline as tl
+from tandem.audio.frames import FRAME_SAMPLES
+from tandem.turn.cascade import COULD_NOT_ANSWER
+from tandem.runtime.errors import FrontEndUnavailable
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import free_port
-from tandem.metrics import frame_health
-from tandem.session import Session, SessionConfig
-from tandem.tts import Voicer
+from tandem.record.metrics import frame_health
+from tandem.turn.session import Session, SessionConfig
+from tandem.speak.tts import Voicer
 
 QUESTION = [
     (0.5, {"kind": "vad_start", "audio_s": 0.4}),
@@ -137,7 +137,7 @@ class _TwoAnswers(FakeOpenAIServer):
 
 
 async def test_a_shorter_final_answer_stops_the_partials_longer_one():
-    from tandem.oracle import make_policy
+    from tandem.think.oracle import make_policy
 
     script = [(0.9, {"kind": "partial", "text": "what is the capital", "audio_start_s": 0.2, "audio_s": 0.9}),
               (2.0, {"kind": "final", "text": "what is the capital of France", "audio_start_s": 0.2, "audio_s": 1.7})]

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from tandem.audio import FRAME_SAMPLES, frames_of
-from tandem.children import Supervisor
+from tandem.audio.frames import FRAME_SAMPLES, frames_of
+from tandem.runtime.children import Supervisor
 from tandem.listener.process import ListenerProcess
 from tandem.server.tts_process import ProcessTTS
 
@@ -94,7 +94,7 @@ def test_a_hung_voice_is_killed_within_its_timeout_and_restarted_and_then_speaks
 
 
 def test_a_listener_that_cannot_load_stops_the_start_with_the_cause():
-    from tandem.errors import BackendUnavailable
+    from tandem.runtime.errors import BackendUnavailable
     from tandem.listener.worker import ListenerConfig
 
     lp = ListenerProcess(ListenerConfig(whisper_model_dir="/nonexistent/whisper"))

@@ -1,8 +1,8 @@
 import numpy as np
-from tandem.cascade import SentenceChunker
-from tandem.conversation import Conversation
+from tandem.turn.cascade import SentenceChunker
+from tandem.turn.conversation import Conversation
 from tandem.llm.prompt import answer_messages, oracle_messages
-from tandem.scoring import Word, find_answer, normalize
+from tandem.bench.scoring import Word, find_answer, normalize
 
 
 def test_sentence_chunker_emits_each_sentence_once_complete():
@@ -105,7 +105,7 @@ def test_find_answer_matches_multiword_answers_after_a_time():
 def test_response_gaps_finds_where_the_voice_ran_dry():
     import numpy as np
 
-    from tandem.scoring import response_gaps
+    from tandem.bench.scoring import response_gaps
 
     sr = 24000
     tone = (0.3 * np.sin(np.arange(sr // 2) / 5)).astype(np.float32)
@@ -182,7 +182,7 @@ def test_a_context_repeated_is_an_echo_and_a_new_turn_is_not():
 
 def test_the_llm_history_leaves_out_the_front_ends_openers():
     from tandem.llm.prompt import recent_turns
-    from tandem.openers import without_openers
+    from tandem.speak.openers import without_openers
 
     assert without_openers("Well, good question. It is Jupiter. Okay,") == "It is Jupiter."
     assert without_openers("Okay, It has 8 legs.") == "It has 8 legs."

@@ -3,7 +3,7 @@ import time
 
 import numpy as np
 
-from tandem.tts import PHRASE_TAIL_S, SENTENCE_TAIL_S, Voicer
+from tandem.speak.tts import PHRASE_TAIL_S, SENTENCE_TAIL_S, Voicer
 
 SR = 24000
 
@@ -39,7 +39,7 @@ def test_text_queued_before_a_clear_or_close_is_never_synthesized():
     import threading
     import time
 
-    from tandem.tts import Voicer
+    from tandem.speak.tts import Voicer
 
     class SlowTTS:
         sample_rate = 24000
@@ -65,7 +65,7 @@ def test_text_queued_before_a_clear_or_close_is_never_synthesized():
 
 
 def test_segments_of_up_to_three_words_are_said_faster_and_longer_ones_at_the_voices_pace():
-    from tandem.tts import segment_speed
+    from tandem.speak.tts import segment_speed
 
     assert segment_speed("capital") > segment_speed("of the") > segment_speed("is the largest") > 1.0
     assert segment_speed("The capital of Australia is Canberra.") == 1.0
@@ -74,7 +74,7 @@ def test_segments_of_up_to_three_words_are_said_faster_and_longer_ones_at_the_vo
 
 
 def test_the_embedded_voice_says_a_lone_word_in_less_time_than_at_its_own_pace():
-    from tandem.tts import HibariTTS
+    from tandem.speak.tts import HibariTTS
 
     tts = HibariTTS()
     own_pace = len(tts._tts("capital", seed=0))
@@ -107,7 +107,7 @@ def wait_idle(v: Voicer) -> None:
 
 
 def test_a_short_segment_voiced_before_plays_in_the_frame_it_is_asked_for():
-    from tandem.tts import FIRST_WORDS
+    from tandem.speak.tts import FIRST_WORDS
 
     tts = CountingTTS()
     v = Voicer(tts)
@@ -168,7 +168,7 @@ def test_an_engine_that_is_not_repeatable_is_never_cached():
 
 
 def test_first_words_voiced_at_start_up_leave_the_first_voicer_nothing_to_do():
-    from tandem.tts import FIRST_WORDS, warm_first_words
+    from tandem.speak.tts import FIRST_WORDS, warm_first_words
 
     tts = CountingTTS()
     assert warm_first_words(tts) == len(FIRST_WORDS)

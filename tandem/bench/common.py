@@ -14,10 +14,10 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from ..errors import TandemError
-from ..oracle import make_policy
-from ..scheduler import SchedulerConfig
-from ..session import SessionConfig
+from ..runtime.errors import TandemError
+from ..think.oracle import make_policy
+from ..turn.scheduler import SchedulerConfig
+from ..turn.session import SessionConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,13 @@ def load_questions(path: Path, limit: int | None, stride: int = 1) -> list[Quest
 # bench-only variants of a mode, compared side by side with it: name -> (mode, settings of the session
 # or of its scheduler)
 MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "tandem-no-opening": ("tandem", {"restate": False}),  # no restated opening (tandem/restate.py)
+    "tandem-no-opening": ("tandem", {"restate": False}),  # no restated opening (tandem/think/restate.py)
     "tandem-long-opening": ("tandem", {"short_opening_ttft_s": 0.0}),  # the subject always said again in full
     # with --knowledge: the same run without the documents, and the tandem without direct answers
     "tandem-no-knowledge": ("tandem", {"knowledge": False}),
     "cascade-no-knowledge": ("cascade", {"knowledge": False}),
     "tandem-no-extractive": ("tandem", {"extractive": False}),
-    # each turn asked as heard: no follow-up fragment resolved, no lead-in dropped (tandem/followup.py)
+    # each turn asked as heard: no follow-up fragment resolved, no lead-in dropped (tandem/think/followup.py)
     "tandem-as-heard": ("tandem", {"standalone": False}),
     "cascade-as-heard": ("cascade", {"standalone": False}),
     # KAME's first start: a partial of 2 words already starts a stream (this project waits for 3)

@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from ..audio import InputAudio, write_mono
+from ..audio.frames import InputAudio, write_mono
 from .common import (MemorySampler, Question, base_mode, front_end_options, load_questions, modes_and_policies, output_dir,
                      session_config)
 from .questions import plot_latencies, score_run, summarize_runs, write_summary_md
-from ..errors import TandemError
+from ..runtime.errors import TandemError
 from ..llm.delay_proxy import DelayProxy
 from ..runner import run_session, write_outputs
-from ..scoring import Transcriber
-from ..stack import Stack, stack_config
+from .scoring import Transcriber
+from ..runtime.stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def _check(args: argparse.Namespace) -> tuple[list[str], str]:
 def run_delay_bench(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .. import voices
+    from ..audio import voices
 
     delays: list[float] = args.llm_delay
     rate: float | None = getattr(args, "llm_rate", None)
@@ -180,7 +180,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
     front_end = getattr(args, "front_end", "compact")
     if any(base_mode(m) in ("tandem", "frontend") for m in modes):
-        from .. import frontend
+        from ..speak import frontend
 
         frontend.build(front_end, **fe_kwargs)  # a missing front-end fails before any audio
     # a slow LLM pushes the cascade's answer later: longer silence after the question keeps it in the recording

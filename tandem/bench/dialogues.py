@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from ..audio import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
+from ..audio.frames import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
 from .common import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config, front_end_options,
                     variant_of)
-from ..errors import TandemError
-from ..metrics import count_causes, summarize
-from ..oracle import DEFAULT_POLICY
+from ..runtime.errors import TandemError
+from ..record.metrics import count_causes, summarize
+from ..think.oracle import DEFAULT_POLICY
 from ..runner import run_session, write_outputs
-from ..scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
-from ..stack import Stack, stack_config
+from .scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
+from ..runtime.stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list
 def run_dialogue_bench(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..voices import speak
+    from ..audio.voices import speak
 
     dialogues = load_dialogues(args.dialogues, args.limit)
     modes, policies = modes_and_policies(args)

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..audio import AUDIBLE, InputAudio, write_mono
-from ..copying import copied_exactly, cut_short, last_oracle_text
-from ..errors import TandemError
-from ..metrics import count_causes, summarize
-from ..oracle import DEFAULT_POLICY
+from ..audio.frames import AUDIBLE, InputAudio, write_mono
+from .copying import copied_exactly, cut_short, last_oracle_text
+from ..runtime.errors import TandemError
+from ..record.metrics import count_causes, summarize
+from ..think.oracle import DEFAULT_POLICY
 from ..runner import run_session, write_outputs
-from ..scoring import Transcriber, find_answer, hear, listening_context, onset_after, response_gaps, speech_end_of
-from ..stack import Stack, stack_config
+from .scoring import Transcriber, find_answer, hear, listening_context, onset_after, response_gaps, speech_end_of
+from ..runtime.stack import Stack, stack_config
 
 from .common import (LLMLoad, MemorySampler, NUMERIC, Question, _median, base_mode, front_end_options, load_questions,
                      modes_and_policies, output_dir, session_config, variant_of)
@@ -166,7 +166,7 @@ def run_bench(args: argparse.Namespace) -> int:
         return run_dialogue_bench(args)
     from tqdm import tqdm
 
-    from ..voices import speak
+    from ..audio.voices import speak
 
     questions = load_questions(args.questions, args.limit, getattr(args, "stride", 1))
     modes, policies = modes_and_policies(args)
@@ -178,7 +178,7 @@ def run_bench(args: argparse.Namespace) -> int:
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
     variants = [(m, p) for m in modes for p in (policies if base_mode(m) == "tandem" else [None])]
     if any(base_mode(m) in ("tandem", "frontend") for m in modes):
-        from .. import frontend
+        from ..speak import frontend
 
         frontend.build(getattr(args, "front_end", "compact"), **fe_kwargs)
     out = output_dir(args.out)

@@ -1,1 +1,1 @@
-"""Front-ends: each module registers itself with `tandem.frontend.register`."""
+"""Front-ends: each module registers itself with `tandem.speak.frontend.register`."""

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from ..timeline import RETRIEVAL
+from ..record.timeline import RETRIEVAL
 from .index import Hit, KnowledgeIndex
 from .query import content_words
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from ..errors import TandemError
+from ..runtime.errors import TandemError
 
 log = logging.getLogger(__name__)
 

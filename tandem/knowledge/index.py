@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cache import cache_root
+from ..runtime.cache import cache_root
 from .documents import KnowledgeError, Passage, list_documents, read_text, split_passages
 from .query import fts_match, query_terms
 

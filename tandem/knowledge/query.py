@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..numbers import ONES, TENS, spoken_number
+from ..speak.numbers import ONES, TENS, spoken_number
 
 # function words and the words every spoken question has ("tell me", "how many"): they match
 # everywhere and rank nothing

@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..children import ProcessPart, describe_exit
-from ..errors import BackendUnavailable
+from ..runtime.children import ProcessPart, describe_exit
+from ..runtime.errors import BackendUnavailable
 from .vad import SAMPLE_RATE
 from .worker import IN_RATE, ListenerConfig, run_worker
 
@@ -161,7 +161,7 @@ class ListenerProcess(ProcessPart):
             elif msg.get("kind") in ("error", "fatal"):
                 log.error("Listener: %s", msg.get("error"))
 
-    # -- supervision (tandem.children.Part) --------------------------------------------------------
+    # -- supervision (tandem.runtime.children.Part) --------------------------------------------------------
     def restart(self) -> None:
         if self._closed:
             raise BackendUnavailable("the Listener was stopped")

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cache import cache_root
+from ..runtime.cache import cache_root
 
 SDIST = "llama_cpp_python"
 VERSION = "0.3.36"

@@ -3,7 +3,7 @@
 Started as a child process on a free port, checked with one real completion before anything uses
 it, and stopped with the tool, also on Ctrl-C, on errors, and (through PR_SET_PDEATHSIG) when the
 tool itself is killed. A server that dies later is restarted on the same port by the supervisor
-(`tandem.children`), so clients keep their URL.
+(`tandem.runtime.children`), so clients keep their URL.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 
-from ..children import describe_exit
+from ..runtime.children import describe_exit
 from .build import find
-from ..errors import BackendUnavailable
+from ..runtime.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class LocalLlamaServer:
                 return
         log.info("warmed the LLM server's %d slots in %.2f s", self.parallel, time.perf_counter() - t0)
 
-    # -- supervision (tandem.children.Part) --------------------------------------------------------
+    # -- supervision (tandem.runtime.children.Part) --------------------------------------------------------
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

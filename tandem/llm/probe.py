@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import BackendUnavailable
+from ..runtime.errors import BackendUnavailable
 from .client import LLMConfig
 
 FIX = "correct --llm-url, start that server, or pass --allow-llm-down to start anyway"

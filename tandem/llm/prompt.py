@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ..openers import gave_up, without_openers
+from ..speak.openers import gave_up, without_openers
 
 FORMS = ("chat", "lines", "auto")
 DEFAULT_FORM = "chat"
@@ -93,7 +93,7 @@ def recent_turns(turns: Sequence[tuple[str, str]], partial: str = "",
                  keep: int = HISTORY_TURNS, asked: str = "") -> list[tuple[str, str]]:
     """The last `keep` turns of the dialogue with the live partial as the user's, consecutive lines of
     one speaker merged into one turn, starting with a user turn. `asked`, when given, is the user's
-    last turn as a question that stands alone (a follow-up fragment resolved, tandem/followup.py): the
+    last turn as a question that stands alone (a follow-up fragment resolved, tandem/think/followup.py): the
     LLM is asked it instead of the fragment, with the history still before it."""
     merged: list[tuple[str, str]] = []
     for role, text in list(turns) + ([("user", partial)] if partial.strip() else []):

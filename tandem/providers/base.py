@@ -4,7 +4,7 @@ A provider turns the conversation so far into a stream of answer text, asynchron
 loop. The LLM is one provider (`llm.py`); retrieval over the user's documents feeding the LLM
 (`knowledge.py`), a sentence of a document that answers the question outright (`extractive.py`), or a
 tool are others; `FirstOf` (`chain.py`) asks several in order and streams the first that answers.
-The scheduler (tandem/scheduler.py) decides when to ask and which stream the oracle stream feeds;
+The scheduler (tandem/turn/scheduler.py) decides when to ask and which stream the oracle stream feeds;
 the cascade asks its provider once per final transcript. A new provider is one module with a class
 that has these three methods (docs/DESIGN.md, "Oracle providers").
 """

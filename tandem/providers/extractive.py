@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any, AsyncIterator
 
-from .. import timeline as tl
+from ..record import timeline as tl
 from ..knowledge.base import Retriever
 from ..knowledge.query import content_words
-from ..numbers import spoken_number
+from ..speak.numbers import spoken_number
 from .base import Note, OracleRequest, note_nothing
 
 MIN_MATCH = 0.7  # share of the question's content words the sentence (and heading) must hold

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, AsyncIterator
 
-from .. import timeline as tl
+from ..record import timeline as tl
 from ..knowledge.base import Retriever
 from .base import Note, OracleProvider, OracleRequest, note_nothing
 

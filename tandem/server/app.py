@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from ..errors import TandemError
+from ..runtime.errors import TandemError
 from ..listener.frame_vad import SILERO
 from .ticker import Hub
 

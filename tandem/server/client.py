@@ -12,7 +12,7 @@ import aiohttp
 import numpy as np
 import sphn
 
-from ..audio import AUDIBLE, FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
+from ..audio.frames import AUDIBLE, FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
 from . import protocol as proto
 
 

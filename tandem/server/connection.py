@@ -23,11 +23,11 @@ import numpy as np
 import sphn
 from aiohttp import WSMsgType, web
 
-from .. import timeline as tl
-from ..audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
-from ..frontend import FrontEnd
-from ..session import Session
-from ..tts import Voicer
+from ..record import timeline as tl
+from ..audio.frames import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
+from ..speak.frontend import FrontEnd
+from ..turn.session import Session
+from ..speak.tts import Voicer
 from . import protocol as proto
 from .record import Recorder
 

@@ -8,7 +8,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from ..realtime import GcWatch, runqueue_wait_ns, stolen_ms
+from ..runtime.realtime import GcWatch, runqueue_wait_ns, stolen_ms
 from .shared import Backend
 
 

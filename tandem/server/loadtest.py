@@ -27,8 +27,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from ..errors import TandemError
-from ..scoring import speech_end_of
+from ..runtime.errors import TandemError
+from ..bench.scoring import speech_end_of
 from .client import HandshakeError, ProtocolClient, auth_headers
 from .loadtest_report import (ANSWER_WINDOW_S, TARGETS, SessionReport, capacity_of, capacity_table, plot_sweep,
                               print_sessions, summarize, verdict)
@@ -125,7 +125,7 @@ def score_answers(reports: list[SessionReport], answers: list[list[str]], transc
                   questions: list[str] | None = None) -> None:
     """Transcribe what each turn got back and note when its answer word was heard (None: not heard).
     `questions`: what each turn asked, the listener's context (scoring.listening_context)."""
-    from ..scoring import Transcriber, find_answer, hear, listening_context
+    from ..bench.scoring import Transcriber, find_answer, hear, listening_context
 
     transcriber = transcriber or Transcriber()
     for r in reports:
@@ -333,8 +333,8 @@ def _one_run(args, n: int, audios: list[np.ndarray], qa: list[tuple[str, list[st
 
 
 def run_loadtest(args) -> int:  # noqa: ANN001
-    from ..scoring import Transcriber
-    from ..voices import speak
+    from ..bench.scoring import Transcriber
+    from ..audio.voices import speak
 
     counts = parse_session_counts(args.sessions)
     if args.duration <= 0 or args.duration > 3600:

@@ -26,8 +26,8 @@ from typing import IO, Any
 import numpy as np
 import soundfile as sf
 
-from ..audio import FRAME_SAMPLES, SAMPLE_RATE
-from ..timeline import Timeline
+from ..audio.frames import FRAME_SAMPLES, SAMPLE_RATE
+from ..record.timeline import Timeline
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .. import frontend as fe_registry
-from ..errors import TandemError
-from ..oracle import DEFAULT_POLICY
-from ..realtime import BACKEND_NICE, LLM_NICE, settle_heap
-from ..scheduler import SchedulerConfig
-from ..session import SessionConfig
+from ..speak import frontend as fe_registry
+from ..runtime.errors import TandemError
+from ..think.oracle import DEFAULT_POLICY
+from ..runtime.realtime import BACKEND_NICE, LLM_NICE, settle_heap
+from ..turn.scheduler import SchedulerConfig
+from ..turn.session import SessionConfig
 from ..listener.frame_vad import SILERO
 from ..listener.worker import ListenerConfig
-from ..stack import Stack, StackConfig
+from ..runtime.stack import Stack, StackConfig
 from . import protocol as proto
 from .app import ServerConfig, check_bind, make_app
 from .capacity import DEFAULT_MAX_SESSIONS

@@ -21,9 +21,9 @@ from typing import Any, AsyncIterator, Callable, Protocol
 
 import numpy as np
 
-from ..frontend import FrontEnd, FrontEndOutput, UserFrame
+from ..speak.frontend import FrontEnd, FrontEndOutput, UserFrame
 from ..llm.client import ChatClient
-from ..tts import TTS
+from ..speak.tts import TTS
 
 
 class FrontEndProvider(Protocol):
@@ -222,5 +222,5 @@ class Backend:
     llm: SharedLLM | None
     tts: TTS | None
     front_ends: FrontEndProvider | None
-    supervisor: Any = None  # tandem.children.Supervisor watching the child processes, when there are any
+    supervisor: Any = None  # tandem.runtime.children.Supervisor watching the child processes, when there are any
     knowledge: Any = None  # tandem.knowledge.KnowledgeBase shared by every session (--knowledge), or None

@@ -23,11 +23,11 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 from aiohttp import web
 
-from ..audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
-from ..frontend import FrontEnd
-from ..oracle import DEFAULT_POLICY, make_policy
-from ..session import LiveStep, Session, SessionConfig
-from ..tts import Voicer
+from ..audio.frames import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE
+from ..speak.frontend import FrontEnd
+from ..think.oracle import DEFAULT_POLICY, make_policy
+from ..turn.session import LiveStep, Session, SessionConfig
+from ..speak.tts import Voicer
 from . import protocol as proto
 from .connection import Client
 from .encoder import OutputEncoder

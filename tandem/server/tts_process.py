@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from ..children import ProcessPart, describe_exit
-from ..errors import BackendUnavailable
+from ..runtime.children import ProcessPart, describe_exit
+from ..runtime.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def _worker(conn, voice: str, threads: int) -> None:  # noqa: ANN001
     except OSError:
         pass
     try:
-        from ..tts import HibariTTS
+        from ..speak.tts import HibariTTS
 
         tts = HibariTTS(voice=voice, threads=threads)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which owns the user-facing error
@@ -59,7 +59,7 @@ class ProcessTTS(ProcessPart):
     session's voice thread shares; the supervisor then starts it again (`restart`)."""
 
     name = "voice"
-    repeatable = True  # hibari, seeded: the Voicer may cache short segments (tandem/tts.py)
+    repeatable = True  # hibari, seeded: the Voicer may cache short segments (tandem/speak/tts.py)
 
     def __init__(self, voice: str = "heart", threads: int = 1, start_timeout_s: float = 120.0,
                  timeout_s: float = 5.0) -> None:
@@ -120,7 +120,7 @@ class ProcessTTS(ProcessPart):
         log.debug("voice: %r in %.0f ms", text[:40], (time.perf_counter() - t0) * 1e3)
         return value
 
-    # -- supervision (tandem.children.Part) --------------------------------------------------------
+    # -- supervision (tandem.runtime.children.Part) --------------------------------------------------------
     def restart(self) -> None:
         if self._closed:
             raise BackendUnavailable("the voice was stopped")

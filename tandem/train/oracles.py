@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..oracle import OracleStream, make_policy
+from ..think.oracle import OracleStream, make_policy
 from .synth import Turn, opening_of, other_reply, wrong_version
 
 FPS = 12.5

@@ -1,5 +1,5 @@
 """The compact CPU front-end: registers itself as "compact"."""
-from ...frontend import register
+from ...speak.frontend import register
 
 
 def _factory(**kwargs):

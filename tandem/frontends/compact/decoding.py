@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
-from ...frontend import speaking
+from ...speak.frontend import speaking
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
 from .repair import REPAIR, RepairWatch

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...audio import FRAME_SAMPLES, SAMPLE_RATE
-from ...backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
-from ...errors import FrontEndUnavailable
-from ...frontend import FrontEndOutput, UserFrame, speaking
-from ...tts import TTS, Voicer
+from ...audio.frames import FRAME_SAMPLES, SAMPLE_RATE
+from ...turn.backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
+from ...runtime.errors import FrontEndUnavailable
+from ...speak.frontend import FrontEndOutput, UserFrame, speaking
+from ...speak.tts import TTS, Voicer
 from .decoding import MAX_LOOP_BLOCK, DecodeRules, FrameInput, completes_a_loop, step
 from .tokenizer import END
 
@@ -64,7 +64,7 @@ def _load(checkpoint: str | Path | None):
 
 class Mouth:
     """Turns a session's tokens into speech: words grouped as they complete, handed to the voice
-    just in time, and paused when the user talks over it. A `BargeInJudge` (tandem/backchannel.py,
+    just in time, and paused when the user talks over it. A `BargeInJudge` (tandem/turn/backchannel.py,
     the same rule as the cascade's) then resumes it after a backchannel or a cough, or drops what is
     queued for a real interruption; after a drop nothing is voiced until the user stops. A model
     trained to yield says END while the user talks over it: that drops the reply at once, the

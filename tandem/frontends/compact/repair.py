@@ -17,7 +17,7 @@ from itertools import takewhile
 
 import torch
 
-from ...frontend import BARGE_IN_FRAMES
+from ...speak.frontend import BARGE_IN_FRAMES
 from .tokenizer import END, PAD, START
 
 REPAIR = "sorry,"  # what the teacher says before the newer oracle

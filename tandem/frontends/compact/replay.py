@@ -21,11 +21,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ...copying import copied_exactly, last_oracle_text
-from ...audio import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
-from ...frontend import FrontEndOutput, UserFrame, speaking
-from ...oracle import DEFAULT_POLICY, OracleStream, make_policy
-from ...timeline import LLM_ADOPT, LLM_KEEP, LLM_START, ORACLE_APPEND, ORACLE_END, ORACLE_RESET, ORACLE_SETTLED
+from ...bench.copying import copied_exactly, last_oracle_text
+from ...audio.frames import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE, STT_SAMPLE_RATE, load_input, resample
+from ...speak.frontend import FrontEndOutput, UserFrame, speaking
+from ...think.oracle import DEFAULT_POLICY, OracleStream, make_policy
+from ...record.timeline import LLM_ADOPT, LLM_KEEP, LLM_START, ORACLE_APPEND, ORACLE_END, ORACLE_RESET, ORACLE_SETTLED
 from .frontend import CompactFrontEnd
 from .tokenizer import END
 
@@ -198,7 +198,7 @@ def replay(tl: dict[str, Any], front_end: CompactFrontEnd, name: str = "",
 def said_answer(said: str, answers: list[str]) -> bool:
     """An accepted answer among the words the front-end said (text, not audio: no Whisper needed),
     matched as the benchmark matches transcribed words."""
-    from ...scoring import Word, find_answer, normalize
+    from ...bench.scoring import Word, find_answer, normalize
 
     words = [Word(w, float(i), float(i + 1)) for i, w in enumerate(normalize(said).split())]  # word positions as times
     return find_answer(words, answers) is not None
@@ -229,7 +229,7 @@ def summarize(results: list[ReplayResult], answers: dict[str, list[str]]) -> dic
         "answers_scored": len(scored),
         # the frame the answer word went to the voice, after the frame the user's voice stopped
         "answer_frames_after_end_median": float(np.median(after)) if after else None,
-        # the last oracle's names and numbers said as whole words in order (tandem/copying.py)
+        # the last oracle's names and numbers said as whole words in order (tandem/bench/copying.py)
         "copy_exact": sum(exact),
         "copy_judged": len(exact),
     }

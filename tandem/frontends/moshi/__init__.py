@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ...frontend import register
+from ...speak.frontend import register
 
 log = logging.getLogger(__name__)
 _cache: dict[tuple, Any] = {}  # the last loaded bundle: `tandem run` checks, then builds, the front-end
@@ -38,7 +38,7 @@ def load(moshi_weights: str | Path | None = None, hf_repo: str | None = None, de
 def make_front_end(moshi_weights: str | Path | None = None, hf_repo: str | None = None, device: str | None = None,
                    dtype: str | None = None, seed: int | None = None, batch_size: int = 1,
                    checkpoint: str | Path | None = None, tts: Any = None, **sampling: Any) -> Any:
-    """Factory for `tandem.frontend.build("moshi", ...)`. `checkpoint` (tandem run --checkpoint) is an
+    """Factory for `tandem.speak.frontend.build("moshi", ...)`. `checkpoint` (tandem run --checkpoint) is an
     alias of `moshi_weights`; `tts` is ignored (Moshi speaks with its own voice); the remaining keyword
     arguments are LMGen settings (the fields of frontend.Sampling: temp, temp_text, top_k, ...)."""
     from .frontend import MoshiFrontEnd, Sampling, sampling_defaults

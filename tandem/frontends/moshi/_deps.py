@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ...errors import FrontEndUnavailable
+from ...runtime.errors import FrontEndUnavailable
 
 MOSHI_VERSION = "0.2.13"
 INSTALL_HINT = (f"install it without letting pip replace torch: `.venv/bin/pip install --no-deps moshi=={MOSHI_VERSION}` "

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ...errors import FrontEndUnavailable
+from ...runtime.errors import FrontEndUnavailable
 from ._deps import require_moshi
 from .checkpoint import CheckpointFiles, how_to_get, parse_dtype
 from .tokenizer import MoshiTokenizer

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ...errors import FrontEndUnavailable
+from ...runtime.errors import FrontEndUnavailable
 
 DEFAULT_HF_REPO = "SakanaAI/kame"
 MOSHI_HF_REPO = "kyutai/moshiko-pytorch-bf16"  # Mimi and the tokenizer, if a repo does not ship them

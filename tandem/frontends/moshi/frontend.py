@@ -2,7 +2,7 @@
 
 One `MoshiFrontEnd` steps a batch of B sessions at once (`step_batch`), each batch element with its
 own streaming state and its own oracle token for the frame; the sessions' `OracleStream`s (one per
-session, tandem/oracle.py) decide those tokens. `step` is the B = 1 case the Session calls.
+session, tandem/think/oracle.py) decide those tokens. `step` is the B = 1 case the Session calls.
 
 Timing: at step k the LM hears user frame k and returns the text token and audio codes of frame
 k - 1 (Moshi's acoustic delay), so the first step returns silence. A text piece is reported in the
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...audio import FRAME_SAMPLES
-from ...frontend import FrontEndOutput, UserFrame
+from ...audio.frames import FRAME_SAMPLES
+from ...speak.frontend import FrontEndOutput, UserFrame
 from ._deps import compile_guard
 from .bundle import MoshiBundle
 

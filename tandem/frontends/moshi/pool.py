@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ...audio import FRAME_SAMPLES
-from ...errors import FrontEndUnavailable
-from ...frontend import FrontEndOutput, UserFrame
+from ...audio.frames import FRAME_SAMPLES
+from ...runtime.errors import FrontEndUnavailable
+from ...speak.frontend import FrontEndOutput, UserFrame
 from .frontend import MoshiFrontEnd
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...audio import FRAME_S, FRAME_SAMPLES
-from ...frontend import UserFrame
+from ...audio.frames import FRAME_S, FRAME_SAMPLES
+from ...speak.frontend import UserFrame
 from .bundle import MoshiBundle
 from .checkpoint import CheckpointFiles, parse_dtype
 from .frontend import MoshiFrontEnd, Sampling
@@ -92,8 +92,8 @@ def measure_onset(bundle: MoshiBundle, user: np.ndarray, oracle_text: str | None
     """Feed a spoken question (24 kHz), then silence; with `oracle_text`, feed it as one oracle
     (reset + append) `oracle_delay_s` after the end of speech, like a back-end answer arriving.
     Onset = end of user speech -> first audible assistant sample (the benchmark's definition)."""
-    from ...oracle import KamePolicy, OracleStream
-    from ...scoring import AUDIBLE, onset_after, speech_end_of
+    from ...think.oracle import KamePolicy, OracleStream
+    from ...bench.scoring import AUDIBLE, onset_after, speech_end_of
 
     audio = np.concatenate([user.astype(np.float32), np.zeros(int(tail_s * 24000), np.float32)])
     n = -(-len(audio) // FRAME_SAMPLES)

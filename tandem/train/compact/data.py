@@ -21,7 +21,7 @@ from ...frontends.compact.repair import REPAIR
 from ...frontends.compact.streams import UserTokenQueue, vad_bucket
 from ...frontends.compact.tokenizer import END, PAD, START, CompactTokenizer
 from ..oracles import COMPACT, FPS, dialogue_events, event_frame, feed, schedule
-from ...openers import FALLBACKS, OPENERS
+from ...speak.openers import FALLBACKS, OPENERS
 from ..synth import Dialogue, Turn, make_dialogue
 
 S_PER_CHAR = 0.05  # faster than hibari (0.068 s/char): the text runs ahead, so the voice gets phrases, not lone words

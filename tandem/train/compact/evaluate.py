@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...copying import copied_exactly
+from ...bench.copying import copied_exactly
 from ...frontends.compact.decoding import DecodeRules, FrameInput, step
 from ...frontends.compact.model import CompactLM
 from ...frontends.compact.tokenizer import END, PAD, CompactTokenizer
-from ...oracle import DEFAULT_POLICY
+from ...think.oracle import DEFAULT_POLICY
 from ..synth import make_dialogue, opening_of
 from .data import DECISION_DELAY, Example, build_compact_example
 
@@ -154,7 +154,7 @@ def evaluate(model: CompactLM, tok: CompactTokenizer, n: int = 200, seed: int = 
         "answer_frames_median": _median_or_none([r.answer_frames for r in rows["normal"] if r.answer_frames is not None]),
         "replaced_newer_answer_pct": answer_pct(rows["replaced"], True),
         "replaced_newer_answer_all_turns_pct": answer_pct(rows["replaced"], False),
-        # the last oracle's names and numbers, as fed, said as whole words in order (tandem/copying.py)
+        # the last oracle's names and numbers, as fed, said as whole words in order (tandem/bench/copying.py)
         "copy_exact_pct": _pct([r.copy_exact for r in rows["normal"] + rows["replaced"] if r.copy_exact is not None]),
         "copy_exact_turns": sum(r.copy_exact is not None for r in rows["normal"] + rows["replaced"]),
         "answer_cut_off_turns": sum(bool(r.answer) and not r.answer_delivered for r in rows["normal"] + rows["replaced"]),

@@ -21,7 +21,7 @@ from ...frontends.compact.lexicon import english_words
 from ...frontends.compact.model import CompactConfig, CompactLM
 from ...frontends.compact.repair import REPAIR
 from ...frontends.compact.tokenizer import PAD, CompactTokenizer
-from ...openers import FALLBACKS, OPENERS
+from ...speak.openers import FALLBACKS, OPENERS
 from ..synth import make_dialogue
 from .data import LATE_START_P, TALK_OVER_P, build_compact_example, vad_buckets
 

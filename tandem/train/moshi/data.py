@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
-from ...audio import SAMPLE_RATE
+from ...audio.frames import SAMPLE_RATE
 from ..oracles import FPS, KAME, OracleRecipe, dialogue_oracles
 from ..synth import Dialogue, Turn, Word, make_dialogue, reply_duration
 
@@ -65,7 +65,7 @@ class ToneRenderer:
 
 
 class VoiceRenderer:
-    """Real voices: a Debian test voice for the user (tandem.voices) and the assistant's TTS
+    """Real voices: a Debian test voice for the user (tandem.audio.voices) and the assistant's TTS
     (hibari by default). Each word is rendered alone and fitted into its slot, which keeps the word
     timestamps exact at the cost of prosody; good enough for the codec-level stream alignment."""
 
@@ -78,15 +78,15 @@ class VoiceRenderer:
         key = (who, text.lower().strip("?.,!"))
         if key not in self._cache:
             if who == "user":
-                from ...voices import speak
+                from ...audio.voices import speak
 
                 self._cache[key] = speak(key[1], self.user_voice, lead_s=0.0, tail_s=0.0)
             else:
                 if self.tts is None:
-                    from ...tts import HibariTTS
+                    from ...speak.tts import HibariTTS
 
                     self.tts = HibariTTS()
-                from ...tts import trim_leading_silence
+                from ...speak.tts import trim_leading_silence
 
                 self._cache[key] = trim_leading_silence(self.tts.synthesize(key[1]))
         audio = self._cache[key]

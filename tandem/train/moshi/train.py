@@ -237,7 +237,7 @@ def prepare_data(files: Any, out_dir: Path, n: int, seed: int, renderer: Any, de
 
 def run_cli(args: Any) -> int:
     """`tandem train moshi` (options in tandem.frontends.moshi.options.add_train_args)."""
-    from ...errors import TandemError
+    from ...runtime.errors import TandemError
     from ...frontends.moshi import checkpoint
     from ...frontends.moshi._deps import require_moshi
     from .data import ToneRenderer, VoiceRenderer, read_shards

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .frontend import BARGE_IN_FRAMES
+from ..speak.frontend import BARGE_IN_FRAMES
 
 FRAME_S = 0.08
 # A backchannel is short: "mm-hmm", "yeah", "I see" take 0.3-0.55 s. A burst no longer than this

@@ -8,7 +8,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from .errors import InputAudioError
+from ..runtime.errors import InputAudioError
 
 SAMPLE_RATE = 24_000
 FRAME_SAMPLES = 1920  # 80 ms, Mimi's 12.5 Hz clock

@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .errors import FrontEndUnavailable
+from ..runtime.errors import FrontEndUnavailable
 
 
 class Tokenizer(Protocol):

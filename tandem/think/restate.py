@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .copying import NUMBER_WORDS
+from ..bench.copying import NUMBER_WORDS
 from .followup import cut_off, without_lead_in
 
 _POLITE = re.compile(r"^(?:(?:can|could) you tell me|do you know|(?:please )?tell me|any idea)[\s,]+", re.IGNORECASE)

@@ -22,26 +22,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import timeline as tl
-from .audio import AUDIBLE, FRAME_S, FRAME_SAMPLES
+from ..record import timeline as tl
+from ..audio.frames import AUDIBLE, FRAME_S, FRAME_SAMPLES
 from .cascade import CascadeResponder
-from .children import Supervisor
-from .clock import SessionClock
+from ..runtime.children import Supervisor
+from ..audio.clock import SessionClock
 from .conversation import Conversation
-from .errors import FrontEndUnavailable
-from .frontend import FrontEnd, UserFrame, speaking
-from .metrics import TurnOnsets
-from .listener.frame_vad import FrameVoiceMeter
-from .listener.process import ListenerProcess
-from .llm.client import ChatClient
-from .oracle import OraclePolicy, OracleStream
-from .realtime import FrameWatch, Snapshot
-from .providers import for_cascade, for_oracles
+from ..runtime.errors import FrontEndUnavailable
+from ..speak.frontend import FrontEnd, UserFrame, speaking
+from ..record.metrics import TurnOnsets
+from ..listener.frame_vad import FrameVoiceMeter
+from ..listener.process import ListenerProcess
+from ..llm.client import ChatClient
+from ..think.oracle import OraclePolicy, OracleStream
+from ..runtime.realtime import FrameWatch, Snapshot
+from ..providers import for_cascade, for_oracles
 from .scheduler import OracleScheduler, SchedulerConfig
-from .tts import Voicer
+from ..speak.tts import Voicer
 
 if TYPE_CHECKING:
-    from .knowledge.base import KnowledgeBase
+    from ..knowledge.base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 

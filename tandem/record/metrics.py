@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .audio import FRAME_S
+from ..audio.frames import FRAME_S
 
 
 def speech_end_s(tl: dict[str, Any]) -> float | None:

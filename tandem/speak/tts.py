@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .audio import FRAME_SAMPLES, SAMPLE_RATE, resample
+from ..audio.frames import FRAME_SAMPLES, SAMPLE_RATE, resample
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ class Voicer:
         """Fall silent at once and keep the place: `pull` returns zeros until `resume` (the voice goes
         on with the very next sample) or `clear` (what was left is dropped, the segment under way cut
         where it paused). The user talking over the voice may be a backchannel or an interruption,
-        and which one is known only later (tandem/backchannel.py)."""
+        and which one is known only later (tandem/turn/backchannel.py)."""
         with self._lock:
             self._paused = True
 

@@ -11,12 +11,12 @@ import re
 
 import numpy as np
 
-from . import timeline as tl
+from ..record import timeline as tl
 from .backchannel import PAUSE, RESUME, BargeInJudge, Decision, is_backchannel
 from .conversation import Conversation
-from .llm.client import LLMError, LLMUnavailable
-from .providers.base import OracleProvider, OracleRequest
-from .tts import Voicer
+from ..llm.client import LLMError, LLMUnavailable
+from ..providers.base import OracleProvider, OracleRequest
+from ..speak.tts import Voicer
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class CascadeResponder:
     def step(self, user_speaking: bool = False) -> tuple[np.ndarray, list[str]]:
         """The next frame of the reply. `user_speaking`: the user speaks in this frame
         (`frontend.speaking`, as the tandem's front-end hears it). Talked over, the reply is judged
-        by the compact front-end's rule (tandem/backchannel.py), so both modes meet a backchannel
+        by the compact front-end's rule (tandem/turn/backchannel.py), so both modes meet a backchannel
         and an interruption on equal terms: the voice pauses at once; a backchannel (or a cough)
         resumes it and the LLM stream goes on; a real interruption drops the voice's queue and
         cancels the stream, and the user's next final starts a new answer as usual."""

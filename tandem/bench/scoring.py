@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .audio import AUDIBLE, SAMPLE_RATE, resample
-from .numbers import spoken_tokens
+from ..audio.frames import AUDIBLE, SAMPLE_RATE, resample
+from ..speak.numbers import spoken_tokens
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class Transcriber:
     def __init__(self, threads: int = 2) -> None:
         from faster_whisper import WhisperModel
 
-        from .listener.whisper import bundled_model_dir
+        from ..listener.whisper import bundled_model_dir
 
         self.model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8", cpu_threads=threads)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .copying import key_words
-from .knowledge.query import content_words
-from .numbers import spoken_tokens
+from ..bench.copying import key_words
+from ..knowledge.query import content_words
+from ..speak.numbers import spoken_tokens
 
 _NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor)\b|n't\b", re.IGNORECASE)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .audio import SAMPLE_RATE
+from ..audio.frames import SAMPLE_RATE
 
 LANES = ["user audio", "VAD", "transcript", "LLM streams", "oracle", "assistant text", "assistant audio"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from .audio import SAMPLE_RATE, resample
-from .errors import TandemError
+from .frames import SAMPLE_RATE, resample
+from ..runtime.errors import TandemError
 
 VOICES = {
     "festival": ("text2wave", "Debian packages festival festvox-us-slt-hts"),

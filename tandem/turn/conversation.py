@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .followup import current_question
-from .listener.worker import word_count
+from ..think.followup import current_question
+from ..listener.worker import word_count
 
 
 @dataclass
@@ -126,7 +126,7 @@ class Conversation:
 
     def standalone_question(self) -> str:
         """The user's current turn as a question that stands on its own: a follow-up fragment ("And in
-        Mexico?") rewritten from the question before it (tandem/followup.py); '' when it needs no
+        Mexico?") rewritten from the question before it (tandem/think/followup.py); '' when it needs no
         rewriting."""
         if not self.standalone:
             return ""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from .backchannel import is_backchannel
+from ..turn.backchannel import is_backchannel
 
 # What people say before a question without it being part of the question. Matched repeatedly, each
 # followed by a comma, a full stop or a space.

@@ -29,17 +29,17 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Callable
 
-from . import timeline as tl
+from ..record import timeline as tl
 from .backchannel import is_backchannel
 from .conversation import Conversation
-from .llm.prompt import DEFAULT_FORM
-from .llm.repeat_guard import RepeatGuard, earlier_replies
-from .llm.role_guard import RoleEchoGuard
-from .llm.client import LLMError, LLMUnavailable
-from .providers.base import OracleProvider, OracleRequest
-from .openers import OPENING_FALLBACK, gave_up
-from .same_answer import same_answer
-from .restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
+from ..llm.prompt import DEFAULT_FORM
+from ..llm.repeat_guard import RepeatGuard, earlier_replies
+from ..llm.role_guard import RoleEchoGuard
+from ..llm.client import LLMError, LLMUnavailable
+from ..providers.base import OracleProvider, OracleRequest
+from ..speak.openers import OPENING_FALLBACK, gave_up
+from ..think.same_answer import same_answer
+from ..think.restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
 
 log = logging.getLogger(__name__)
 

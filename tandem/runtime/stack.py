@@ -16,14 +16,14 @@ from pathlib import Path
 
 from .children import Supervisor
 from .errors import BackendUnavailable
-from .listener.frame_vad import SILERO
-from .listener.process import ListenerProcess
-from .listener.worker import ListenerConfig
-from .llm.client import ChatClient, LLMConfig
-from .llm.local_server import LocalLlamaServer
-from .llm.probe import LLMProbeFailed, probe
+from ..listener.frame_vad import SILERO
+from ..listener.process import ListenerProcess
+from ..listener.worker import ListenerConfig
+from ..llm.client import ChatClient, LLMConfig
+from ..llm.local_server import LocalLlamaServer
+from ..llm.probe import LLMProbeFailed, probe
 from .realtime import BACKEND_NICE, LLM_NICE, favour_the_frame_loop, renice_on_restart
-from .tts import TTS, HibariTTS, warm_first_words
+from ..speak.tts import TTS, HibariTTS, warm_first_words
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Stack(contextlib.AbstractContextManager):
             if cfg.need_llm:  # first: a wrong URL is told in a second, before anything loads
                 self.llm_config = self._checked(LLMConfig.from_env(cfg.llm_url, cfg.llm_model))
             if cfg.knowledge is not None:  # first: a wrong path fails before seconds of model loading
-                from .knowledge import KnowledgeBase, KnowledgeError
+                from ..knowledge import KnowledgeBase, KnowledgeError
 
                 if cfg.knowledge_passages < 1:
                     raise KnowledgeError("--knowledge-passages must be at least 1")
@@ -127,7 +127,7 @@ class Stack(contextlib.AbstractContextManager):
         """A new client per event loop (httpx pools are bound to the loop that made them)."""
         return ChatClient(self.llm_config) if self.llm_config else None
 
-    def adopt(self, part):  # noqa: ANN001, ANN201 - a started tandem.children.Part, returned
+    def adopt(self, part):  # noqa: ANN001, ANN201 - a started tandem.runtime.children.Part, returned
         """Stop `part` with the stack and restart it when it dies, like the stack's own parts."""
         self._stack.push(part)
         self._stack.callback(self.supervisor.close)  # before `part` is stopped on purpose
