@@ -9,7 +9,7 @@ from tandem.turn.conversation import Conversation
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.providers import LLMProvider
 from tandem.turn.scheduler import OracleScheduler, SchedulerConfig
-from tandem.turn.session import WordBuffer
+from tandem.think.oracle import WordBuffer
 
 
 def make(srv, **cfg):

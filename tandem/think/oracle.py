@@ -221,3 +221,27 @@ def make_policy(name: str) -> OraclePolicy:
         return POLICIES[name]()
     except KeyError:
         raise ValueError(f"unknown oracle policy {name!r}; choose from {', '.join(POLICIES)}") from None
+
+
+class WordBuffer:
+    """Streamed LLM text -> complete words. Tokenising each chunk on its own would split words
+    differently from tokenising the whole text (\"Paris\" + \".\" is not \"Paris.\"); a word is only
+    complete once whitespace follows it or the stream ends."""
+
+    def __init__(self) -> None:
+        self.buf = ""
+
+    def reset(self) -> None:
+        self.buf = ""
+
+    def push(self, text: str) -> str:
+        self.buf += text
+        cut = max(self.buf.rfind(" "), self.buf.rfind("\n"))
+        if cut <= 0:
+            return ""
+        done, self.buf = self.buf[:cut], self.buf[cut:]
+        return done.strip()
+
+    def flush(self) -> str:
+        done, self.buf = self.buf.strip(), ""
+        return done

@@ -21,162 +21,31 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 import logging
 import statistics
 from collections import deque
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Callable
 
 from ..record import timeline as tl
 from .backchannel import is_backchannel
 from .conversation import Conversation
-from ..llm.prompt import DEFAULT_FORM
 from ..llm.repeat_guard import RepeatGuard, earlier_replies
 from ..llm.role_guard import RoleEchoGuard
 from ..llm.client import LLMError, LLMUnavailable
 from ..providers.base import OracleProvider, OracleRequest
-from ..speak.openers import OPENING_FALLBACK, gave_up
-from ..think.same_answer import same_answer
-from ..think.restate import SHORT_OPENING_WORDS, Splicer, restate, still_fits, stops_unfinished
+from ..think.restate import Splicer, restate, still_fits
+from .feeding import OracleFeed
+from .streams import (LLMStream, OracleEmit, SchedulerConfig, ends_sentence, normalized, reads_whole,  # noqa: F401 - importable from here
+                      whole_words)
 
 log = logging.getLogger(__name__)
 
-# a newer reply that has left the answer held is judged by the time it has gone on this many words more
-# than the held one without ending a sentence (`keep_same_answer`)
-ANSWER_TOLD_WORDS = 6
-OracleEmit = Callable[[str, str], None]  # ("reset" | "restart" | "append" | "end" | "settled", text)
 
+class OracleScheduler(OracleFeed):
+    """Starts, keeps and cancels the LLM streams of one conversation (see the module's docstring); how an
+    adopted stream's text becomes oracle events is `OracleFeed`'s."""
 
-def _whole_words(text: str) -> int:
-    """Words that Whisper did not mark as cut off ("St- St- St... St" is one word: a stammered "Stop")."""
-    return len(_normalized(" ".join(w for w in text.split() if not re.search(r"(?:-|\.\.\.|…)$", w))).split())
-
-
-def _normalized(text: str) -> str:
-    """Words only: a partial that changes only its punctuation or case is not a revision."""
-    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
-
-
-def _squeezed(text: str) -> str:
-    """Text without its whitespace: the oracle is compared as the front-end reads it, token by token."""
-    return "".join(text.split())
-
-
-def _answer_told(held: str, reply: str) -> bool:
-    """The reply has ended a sentence where it no longer says what `held` does, or gone on for
-    ANSWER_TOLD_WORDS words more than `held` has: enough to judge the answer it gives."""
-    h, r = _squeezed(held), _squeezed(reply)
-    i = next((k for k in range(min(len(h), len(r))) if h[k] != r[k]), min(len(h), len(r)))
-    return bool(re.search(r"[.!?]", r[i:])) or len(reply.split()) >= len(held.split()) + ANSWER_TOLD_WORDS
-
-
-def _ends_sentence(text: str) -> bool:
-    """Whisper's closing punctuation: "?", "!" or a full stop, not the "..." it marks a cut-off word with."""
-    return bool(re.search(r"[?!]$|[^.]\.$", text))
-
-
-def reads_whole(text: str) -> bool:
-    """`text` ends as a whole sentence: Whisper's closing punctuation, no word marked cut off ("...of
-    Aust..."), no function word last ("What is the capital of?")."""
-    text = text.strip()
-    return _ends_sentence(text) and not stops_unfinished(text)
-
-
-def _rest_after(held: str, reply: str) -> str | None:
-    """`reply` past the part of it that says `held` (spacing aside), or None if it does not begin so."""
-    want = _squeezed(held)
-    i = n = 0
-    while n < len(want):
-        if i >= len(reply):
-            return None
-        c = reply[i]
-        i += 1
-        if c.isspace():
-            continue
-        if c != want[n]:
-            return None
-        n += 1
-    rest = reply[i:]
-    return rest.lstrip() if held[-1:].isspace() else rest
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    check_interval_s: float = 0.5
-    min_new_words: int = 2
-    # a partial starts a stream only once the user's turn holds this many words (a final always does):
-    # from 2 ("How I'm...") SmolLM2 answered "I'm sorry for your loss", and with one stream at a time
-    # that junk stayed the oracle while each later stream was cancelled by the next partial
-    min_turn_words: int = 3
-    max_starts: int = 5
-    window_s: float = 2.0
-    max_concurrent: int = 1
-    max_tokens: int = 60
-    restart_on_revision: bool = True
-    min_words_for_revision: int = 3
-    check_on_partial: bool = True  # start on the partial itself, not up to check_interval_s later
-    # start when the turn reads as a whole question: its partial ends a sentence ("...of Australia.") or
-    # it resolves to one ("and the capital of Australia"), whatever the count of new words
-    start_on_complete: bool = True
-    # while other sessions' requests fill the shared LLM, start only on a whole question or a final: each
-    # start from a growing partial queues behind theirs and is mostly cancelled by the next one
-    defer_when_busy: bool = True
-    keep_on_same_final: bool = True
-    restate: bool = True  # open each stream with the answer's opening restated from the question
-    # a long opening's subject said as "It" while the LLM's first tokens come this soon (median of the
-    # session's last streams): the reply is there before a long opening would have been said
-    short_opening_ttft_s: float = 1.0
-    short_opening_words: int = SHORT_OPENING_WORDS  # a longer opening is the one said short (restate.py)
-    # ask each turn as it stands alone: a follow-up fragment resolved, its lead-in dropped (the cascade's too)
-    standalone: bool = True
-    # the prompt's form, the cascade's too (tandem/llm/prompt.py: chat messages, KAME's lines, or "auto")
-    prompt_form: str = DEFAULT_FORM
-    # a newer stream that says what the oracle already holds does not reset it: the oracle stays as it is
-    # while the new reply agrees, and takes only what the new reply adds. Without it a final's stream
-    # cut a right answer from a partial back to the restated opening, the front-end stopped in the
-    # middle of "William" and waited half a second for the same words ("Wil... li am Sh... ak es peare")
-    keep_agreeing_oracle: bool = True
-    # a partial decoded as the user paused, holding all they said, that reads as a whole sentence ("How many
-    # legs does a spider have?") counts as the turn's final: its stream answers it, and the oracle is settled
-    # as soon as it answers it, about 0.2 s before the endpoint's final with one session (which will be the
-    # same words, the Listener's reuse). The front-end takes such a turn SETTLED_TURN_WAIT_FRAMES after the voice stopped,
-    # where it would otherwise wait for the final: under load the model let such turns pass until then
-    settle_on_pause: bool = True
-    # a newer stream whose reply gives the answer held in other words ("It has 8 legs." for "A spider has 8
-    # legs.", same_answer.py) keeps the held one: the front-end, saying it, would take it back for nothing
-    keep_same_answer: bool = True
-    # a partial the user went on past (the Listener's `said_more`) ends no question with its closing punctuation:
-    # at 6 sessions "What is the capital?" started a stream that said "It is New York City." before the final's
-    # answer came, and a spurious start is a request the shared LLM serves while others wait
-    cut_ends_no_question: bool = True
-
-
-@dataclass
-class _Stream:
-    sid: int
-    task: asyncio.Task | None = None
-    started_t: float = 0.0
-    first_token_t: float | None = None
-    text: str = ""
-    emitted: bool = False  # some of its reply got past the role guard
-    ended: str = ""  # "", "done", "cancelled", "failed"
-    splicer: Splicer | None = None  # set when the stream opens with a restated opening
-    # adopted while the oracle already held text (keep_agreeing_oracle): its reply so far, not yet sent,
-    # for as long as the oracle held begins with it; None once it is the oracle's own
-    quiet: str | None = None
-    final: bool = False  # started on the turn's final transcript, or kept by it (it answers the final)
-    same_answer: bool = False  # its reply rewords the answer held, which stays (`keep_same_answer`)
-
-    @property
-    def usable(self) -> bool:
-        """Still running, or finished having given a reply: its oracle stands."""
-        replied = self.splicer.continued if self.splicer is not None else self.emitted
-        return self.ended == "" or (self.ended == "done" and replied)
-
-
-class OracleScheduler:
     def __init__(self, provider: OracleProvider, conversation: Conversation, timeline: tl.Timeline,
                  emit: OracleEmit, config: SchedulerConfig = SchedulerConfig()) -> None:
         self.provider = provider
@@ -185,7 +54,7 @@ class OracleScheduler:
         self.emit = emit
         self.config = config
         self._ids = itertools.count(1)
-        self._live: dict[int, _Stream] = {}
+        self._live: dict[int, LLMStream] = {}
         self._adopted: int | None = None
         self._starts: deque[float] = deque()
         self._words_at_start = 0
@@ -197,7 +66,7 @@ class OracleScheduler:
         # the adopted stream answers the turn's final transcript (kept, or started on it): no newer transcript
         # of this turn will replace its oracle. Sent to the session as an oracle event, in order with the resets
         self.settled = False
-        self._last: _Stream | None = None  # the stream started last
+        self._last: LLMStream | None = None  # the stream started last
         self._opening: str | None = None  # the restated opening of the current turn's reply
         self._prefill = ""  # the same opening in full, which an LLM that continues a reply goes on from
         # the LLM's time to first token, the last streams; a server's sessions share one (set by the session):
@@ -322,13 +191,13 @@ class OracleScheduler:
         return " ".join([t for role, t in self.conv.turns if role == "user"] + [self.conv.partial])
 
     def check(self) -> None:
-        text = _normalized(self._all_user_text())
+        text = normalized(self._all_user_text())
         now_words = text.split()
         words = len(now_words)
         grew = words - self._words_at_start >= self.config.min_new_words
         before = self._text_at_start.split()
         shared = min(words, len(before))  # only words heard both times: a dropped last word is no revision
-        turn_words = len(_normalized(self.conv.current_user_text()).split())
+        turn_words = len(normalized(self.conv.current_user_text()).split())
         revised = (self.config.restart_on_revision and turn_words >= self.config.min_words_for_revision
                    and now_words[:shared] != before[:shared])
         complete = self._completes_question(text)
@@ -340,7 +209,7 @@ class OracleScheduler:
         # a follow-up fragment counts as the question it stands for ("And Spain?": "What is the capital of Spain?"),
         # and a lead-in counts for nothing: "Sorry to cut" asks nothing yet (SmolLM2 answered it "I'm sorry to
         # cut it, but I'll keep going.", and the front-end began to say so in the user's next pause)
-        asked_words = _whole_words(self.conv.standalone_question() or self.conv.current_user_text())
+        asked_words = whole_words(self.conv.standalone_question() or self.conv.current_user_text())
         if not self._final_pending and asked_words < self.config.min_turn_words:
             return
         if self.talking() and is_backchannel(self.conv.current_user_text()):
@@ -399,7 +268,7 @@ class OracleScheduler:
         if not self.config.start_on_complete or text == self._text_at_start:
             return False
         turn = self.conv.current_user_text().rstrip()
-        if _ends_sentence(turn) and not self._said_more:
+        if ends_sentence(turn) and not self._said_more:
             return True
         asked = self.conv.standalone_question()
         return bool(asked) and asked != self._asked_at_start
@@ -415,7 +284,7 @@ class OracleScheduler:
         if len(self._live) >= cfg.max_concurrent:
             for sid in sorted(self._live)[: len(self._live) - cfg.max_concurrent + 1]:
                 self._cancel(sid, "superseded")
-        st = _Stream(next(self._ids), started_t=self.timeline.clock(), final=final)
+        st = LLMStream(next(self._ids), started_t=self.timeline.clock(), final=final)
         question = self.conv.current_user_text()
         asked = self.conv.standalone_question()
         # tandem mode often speaks before the final exists. (A reply begun in a pause, with the user
@@ -467,7 +336,7 @@ class OracleScheduler:
     def _note(self, kind: str, **data) -> None:  # noqa: ANN003 - a provider's event, on the timeline
         self.timeline.add(kind, **data)
 
-    async def _run(self, st: _Stream, request: OracleRequest) -> None:
+    async def _run(self, st: LLMStream, request: OracleRequest) -> None:
         guard = RoleEchoGuard()
         repeat = RepeatGuard(earlier_replies(request.turns, request.standalone, partial=bool(request.partial)))
         try:
@@ -509,126 +378,6 @@ class OracleScheduler:
             (log.debug if away else log.warning)("oracle stream %d (%s) failed: %s", st.sid, self.provider.name, error)
         finally:
             self._live.pop(st.sid, None)
-
-    def _spliced(self, st: _Stream, text: str, end: bool = False) -> str:
-        """The reply as the continuation of the stream's opening (as it came when there is none).
-        A reply that gave nothing the opening could go on with ends it with a fallback, so the
-        front-end is not left in the middle of a sentence."""
-        sp = st.splicer
-        if sp is None:
-            return text
-        replaced_before = sp.replaces
-        out = (sp.push(text) if text else "") + (sp.flush() if end else "")
-        if out and sp.replaces and not replaced_before and self._adopted == st.sid:
-            if st.quiet is not None:
-                st.quiet = ""  # compared afresh: the reply now begins without the opening
-            else:
-                self._send("reset")  # the reply could not continue the opening: it replaces it, once
-            self._drop_opening()  # and a later stream of this turn must not bring the opening back
-            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", replaced_opening=True)
-        if end and not sp.continued:
-            return OPENING_FALLBACK
-        return out
-
-    def _send(self, kind: str, text: str = "") -> None:
-        """An oracle event to the session, with the text it holds kept in step."""
-        if kind == "reset":
-            self._held, self._held_ended, self._held_stale = "", False, False
-            self._refeed_when_settled = False  # the new oracle is fed as it comes
-            if self._restart_due:
-                kind, self._restart_due = "restart", False
-        elif kind == "append":
-            self._held += text
-        elif kind == "end":
-            self._held_ended = True
-        self.emit(kind, text)
-
-    def _pass_on(self, st: _Stream, text: str) -> None:
-        """Reply text of a stream: the first adopts the stream (a reply that never gets past the
-        guard never replaces the one being spoken); the adopted stream's text goes to the oracle."""
-        if not text:
-            return
-        if not st.emitted:
-            st.emitted = True
-            self._adopt(st)
-        if self._adopted != st.sid:
-            return
-        if st.quiet is not None:
-            text = self._agreeing(st, text)
-            if not text:
-                return
-        self._send("append", text)
-        self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text=text)
-
-    def _agreeing(self, st: _Stream, text: str, end: bool = False) -> str:
-        """For a stream adopted quietly: what to append of its reply so far (`text` the newest piece).
-        While the oracle held begins with the reply, nothing; once the reply goes beyond it, the rest
-        (after a reset, if the oracle held had ended or says something else), unless, while the front-end
-        says the held answer, the reply gives that answer in other words (`keep_same_answer`): then nothing."""
-        reply = (st.quiet or "") + text
-        held, said = _squeezed(self._held), _squeezed(reply)
-        prefix = held.startswith(said)
-        if st.same_answer or (prefix and not (end and said != held)):
-            st.quiet = reply
-            if said == held:
-                self._settle(st.final)  # all the oracle holds is confirmed
-            return ""
-        # judged only while the front-end says the held answer, where a reset is a repair: before, the newer
-        # stream's reply (of more of the question) goes at once, and a wrong guess held is not read meanwhile.
-        # A reply that ends within the held answer is its shorter form: it ends the held one's longer tail
-        if self.config.keep_same_answer and self._held_ended and not prefix and self._saying():
-            if not (end or _answer_told(self._held, reply)):
-                st.quiet = reply  # judged once its answer is told
-                return ""
-            if same_answer(self._held, reply):
-                st.quiet, st.same_answer = reply, True
-                self.timeline.add(tl.LLM_KEEP, stream=st.sid, reason="the answer held, in other words", text=reply)
-                self._settle(st.final)
-                return ""
-        st.quiet = None
-        rest = None if self._held_ended else _rest_after(self._held, reply)
-        if rest is None:
-            self._send("reset")
-            rest = reply
-        else:
-            self.timeline.add(tl.LLM_CHUNK, stream=st.sid, text="", agreed=len(self._held))
-        self._settle(st.final)
-        return rest
-
-    def _stands(self, st: _Stream) -> bool:
-        """The oracle held is this stream's answer: its own, or (adopted quietly) its reply has said all of it
-        or the same answer in other words. Until then what is held is an older stream's, from a partial: settled
-        at the final's keep, the front-end read "New York City." ahead from "What is the capital?"'s stream while
-        the final's stream ("It is Paris.") had said only "It is" (6 sessions, the answer 0.2 s later)."""
-        return st.quiet is None or st.same_answer or _squeezed(st.quiet) == _squeezed(self._held)
-
-    def _saying(self) -> bool:
-        """The front-end has begun its reply to this turn, or its voice is busy."""
-        return self.conv.reply_under_way() or self.talking()
-
-    def _held_quietly(self) -> bool:
-        """The oracle holds an answer for this turn that a newer stream keeps while its reply agrees."""
-        return (self.config.keep_agreeing_oracle and bool(self._held.strip()) and not self._held_stale
-                and not gave_up(self._held))  # a fallback held is no answer to keep ("It is something I am not sure of")
-
-    def _adopt(self, st: _Stream) -> None:
-        if self._adopted is not None and self._adopted > st.sid:
-            return  # a newer stream already speaks; this one is stale
-        for sid in [s for s in self._live if s < st.sid]:
-            self._cancel(sid, "older than adopted")
-        self._adopted = st.sid
-        self.stats["adoptions"] += 1
-        if self._held_quietly():
-            st.quiet = ""  # the oracle held stays until this reply says something else
-            self.timeline.add(tl.LLM_ADOPT, stream=st.sid, quiet=True)
-            if not st.final:
-                self._settle(False)
-            # a final's stream settles the oracle once its reply confirms what is held, or replaces it
-            # (`_agreeing`): what a partial's stream said is not read ahead as the final's answer before
-        else:
-            self.timeline.add(tl.LLM_ADOPT, stream=st.sid)
-            self._send("reset")
-            self._settle(st.final)
 
     async def aclose(self) -> None:
         if self._ticker is not None:

@@ -17,7 +17,6 @@ import logging
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,16 +27,18 @@ from .cascade import CascadeResponder
 from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
+from .heard import HeardPieces
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
 from ..listener.frame_vad import FrameVoiceMeter
 from ..listener.process import ListenerProcess
 from ..llm.client import ChatClient
-from ..think.oracle import OraclePolicy, OracleStream
+from ..think.oracle import OraclePolicy, OracleStream, WordBuffer
 from ..runtime.realtime import FrameWatch, Snapshot
 from ..providers import for_cascade, for_oracles
-from .scheduler import OracleScheduler, SchedulerConfig
+from .scheduler import OracleScheduler
+from .session_config import MODES, LiveStep, SessionConfig  # noqa: F401 - importable from here
 from ..speak.tts import Voicer
 
 if TYPE_CHECKING:
@@ -45,57 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-class WordBuffer:
-    """Streamed LLM text -> complete words. Tokenising each chunk on its own would split words
-    differently from tokenising the whole text (\"Paris\" + \".\" is not \"Paris.\"); a word is only
-    complete once whitespace follows it or the stream ends."""
-
-    def __init__(self) -> None:
-        self.buf = ""
-
-    def reset(self) -> None:
-        self.buf = ""
-
-    def push(self, text: str) -> str:
-        self.buf += text
-        cut = max(self.buf.rfind(" "), self.buf.rfind("\n"))
-        if cut <= 0:
-            return ""
-        done, self.buf = self.buf[:cut], self.buf[cut:]
-        return done.strip()
-
-    def flush(self) -> str:
-        done, self.buf = self.buf.strip(), ""
-        return done
-
-MODES = ("tandem", "frontend", "cascade")
-
-
-@dataclass
-class LiveStep:
-    """One live step between `Session.live_pre` and `Session.live_post`."""
-    k: int
-    t0: float  # session time the step started
-    p0: float  # perf_counter at the start, for the step time
-    oracle_token: int  # -1 in cascade mode
-    user: UserFrame | None = None  # what the front-end hears this frame (None in cascade mode)
-    audio: np.ndarray | None = None  # set when the output needs no front-end step (cascade mode)
-    texts: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    mode: str = "cascade"
-    pace: str = "realtime"  # or "fast" (see clock.py)
-    event_budget_ms: float = 2.0
-    scheduler: SchedulerConfig = SchedulerConfig()  # its prompt_form is the cascade's too
-    cascade_max_tokens: int = 80
-    extractive: bool = True  # with knowledge, a sentence of a document that answers outright is an oracle
-    knowledge: bool = True  # use the stack's knowledge base, when it has one (False: a bench's side-by-side run)
-    # the user's voice activity measured in the frame loop on the frame just received (listener/frame_vad.py);
-    # False: as the Listener process last reported it, one or two frames later
-    frame_vad: bool = True
 
 
 class Session:
@@ -164,7 +114,7 @@ class Session:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._silent_frames = 10**9  # frames since the assistant was last audible
         self._onsets = TurnOnsets()
-        self._held: tuple[str, str] | None = None  # while the voice is paused: (the piece playing, its words unsaid)
+        self._heard_pieces = HeardPieces(self.conv)
         self._next_k = 0  # the next step
         self.supervisor = supervisor
         self._unsubscribe: Any = None
@@ -351,7 +301,8 @@ class Session:
     def _post_step(self, k: int, audio: np.ndarray, texts: list[str], otok: int, t0: float, p0: float) -> None:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
-        self._forget_unheard(deadline + FRAME_S)
+        self._heard_pieces.update(self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None),
+                           self.timeline, deadline + FRAME_S)
         self._record_talk_over(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
@@ -386,28 +337,6 @@ class Session:
     def _record_onset(self, found: tuple[float, float] | None) -> None:
         if found is not None:
             self.timeline.add(tl.TURN_ONSET, speech_end_s=round(found[0], 3), onset_s=round(found[1], 3))
-
-    def _forget_unheard(self, t: float) -> None:
-        """A voiced piece cut part-way (barge-in) was recorded as said when its audio started: keep
-        only its words that were heard, so the next prompt does not tell the LLM it said the rest.
-        A pause (the user talks over the voice) counts as a cut until the voice resumes: whether it
-        was an interruption may be known only after a prompt has been built from the user's words."""
-        voicer = self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
-        if voicer is None or not hasattr(voicer, "take_cuts"):
-            return
-        if voicer.paused and self._held is None:
-            held = voicer.playing()
-            self._held = (held.text, self.conv.unsay(held.text, held.heard)) if held else ("", "")
-        for cut in voicer.take_cuts():
-            if self._held is not None and self._held[0] == cut.text:
-                unsaid, self._held = self._held[1], None  # unsaid when it paused, where it is cut
-            else:
-                unsaid = self.conv.unsay(cut.text, cut.heard)
-            self.timeline.add(tl.ASSISTANT_CUT, t=t, text=cut.text, heard=round(cut.heard, 3), unsaid=unsaid)
-        if self._held is not None and not voicer.paused:
-            if voicer.busy and self._held[1]:  # resumed: the rest of the piece is being said after all
-                self.conv.on_assistant(self._held[1])
-            self._held = None
 
     def _record_talk_over(self, t: float) -> None:
         """The front-end's barge-in decisions (pause, resume, drop) on the timeline, as the cascade records its own."""
