@@ -35,6 +35,8 @@ TTS_START = "tts_start"
 TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
+ASSISTANT_AUDIO_END = "assistant_audio_end"  # the assistant fell silent (0.5 s without audio); t: its first silent frame
+TURN = "turn"  # the turn machine moved (turn/machine.py): event, from, to, actions
 TURN_ONSET = "turn_onset"  # the first audible assistant frame after a user's speech ended: speech_end_s, onset_s
 ASSISTANT_CUT = "assistant_cut"  # a voiced piece cut part-way (barge-in): what was heard, what was not
 BARGE_IN = "barge_in"  # the cascade stopped its reply because the user talked over it
@@ -61,10 +63,14 @@ class Timeline:
     frame_text: list[str] = field(default_factory=list)
     frame_vad: list[float] = field(default_factory=list)
     current_frame: int = 0
+    # told every event as it is added (the session's turn machine, turn/machine.py); not saved
+    observer: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, kind: str, t: float | None = None, **data: Any) -> dict[str, Any]:
         ev = {"t": round(self.clock() if t is None else t, 4), "frame": self.current_frame, "kind": kind, **data}
         self.events.append(ev)
+        if self.observer is not None:
+            self.observer(ev)
         return ev
 
     def add_frame(self, t: float, late_ms: float, step_ms: float, oracle_token: int, text: str,

@@ -18,7 +18,11 @@ import sys
 import time
 from typing import Callable, Iterable, NamedTuple, Optional
 
+from ..audio.frames import FRAME_S
+from ..record.timeline import DEADLINE_MISS, Timeline
+
 log = logging.getLogger(__name__)
+FRAME_MS = FRAME_S * 1e3
 
 BACKEND_NICE = 10  # niceness of the Listener (0: leave the back-end alone)
 # niceness of the embedded LLM, which runs in a session of its own (local_server.py): with the kernel's
@@ -226,6 +230,34 @@ class FrameWatch:
         if a.steal_ms is not None and b.steal_ms is not None and b.steal_ms > a.steal_ms:
             out["steal_ms"] = round(b.steal_ms - a.steal_ms, 1)
         return out
+
+
+class StepWatch:
+    """A session's steps watched: marks at each step's start and end (FrameWatch.mark), and a step that missed
+    its deadline explained on the timeline: where its time went before it began (the loop busy elsewhere) and
+    in it, each split into collector pauses, own CPU, waiting for a CPU and blocked (GIL, locks)."""
+
+    def __init__(self) -> None:
+        self.watch = FrameWatch()
+        self._end = self._start = Snapshot(0.0, None, 0, 0)
+        self._end_p = 0.0
+
+    def begin(self) -> None:
+        self._end, self._end_p = self.watch.mark(), time.perf_counter()
+
+    def started(self) -> None:
+        self._start = self.watch.mark()
+
+    def ended(self, timeline: Timeline, k: int, late_ms: float, step_ms: float, p0: float, p1: float) -> None:
+        end = self.watch.mark()
+        if late_ms + step_ms > FRAME_MS:
+            before = FrameWatch.between(self._end, self._start, (p0 - self._end_p) * 1e3)
+            step = FrameWatch.between(self._start, end, step_ms)
+            timeline.add(DEADLINE_MISS, frame=k, late_ms=round(late_ms, 1), step_ms=round(step_ms, 1),
+                         before=before, step=step)
+            log.info("frame %d missed its deadline (late %.0f ms, step %.0f ms): before the step %s; in the step %s",
+                     k, late_ms, step_ms, before, step)
+        self._end, self._end_p = end, p1
 
 
 _GC: GcWatch | None = None

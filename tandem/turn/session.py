@@ -28,6 +28,7 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
+from .machine import TurnMachine
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
@@ -35,7 +36,7 @@ from ..listener.frame_vad import FrameVoiceMeter
 from ..listener.process import ListenerProcess
 from ..llm.client import ChatClient
 from ..think.oracle import OraclePolicy, OracleStream, WordBuffer
-from ..runtime.realtime import FrameWatch, Snapshot
+from ..runtime.realtime import StepWatch
 from ..providers import for_cascade, for_oracles
 from .scheduler import OracleScheduler
 from .session_config import MODES, LiveStep, SessionConfig  # noqa: F401 - importable from here
@@ -63,6 +64,8 @@ class Session:
         self.sid = uuid.uuid4().hex[:12]
         self.clock = SessionClock()
         self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
+        self.turns = TurnMachine()  # the turn state, on the timeline as `turn` events (turn/machine.py)
+        self.timeline.observer = self._follow_turn
         if knowledge is not None:
             self.timeline.meta["knowledge"] = {"root": str(knowledge.index.root), "passages": knowledge.passages}
         self.listener = listener
@@ -98,11 +101,7 @@ class Session:
             provider = for_cascade(client, knowledge, config.scheduler.prompt_form)
             self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
         self.meter = FrameVoiceMeter() if config.frame_vad else None
-        self._watch = FrameWatch()
-        # marks (FrameWatch.mark) at the last frame's end and at this one's start, and the end's clock; set by _begin
-        self._mark_end = Snapshot(0.0, None, 0, 0)
-        self._mark_start: Snapshot = self._mark_end
-        self._end_p = 0.0
+        self._steps = StepWatch()
         # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
         self.vad_prob = 0.0
         self.in_speech = False
@@ -123,6 +122,11 @@ class Session:
     # an answer streams as a few dozen events, drained every frame; this many waiting means the
     # frame loop has not drained for seconds: newer events are dropped (and counted) rather than kept
     MAX_ORACLE_EVENTS = 1024
+
+    def _follow_turn(self, ev: dict[str, Any]) -> None:
+        step = self.turns.on(ev["kind"], ev["t"])
+        if step is not None:
+            self.timeline.add(tl.TURN, t=ev["t"], **step.as_event())
 
     def _emit_oracle(self, kind: str, text: str) -> None:
         if len(self._oracle_events) >= self.MAX_ORACLE_EVENTS:
@@ -284,13 +288,13 @@ class Session:
         self._silent_frames = 10**9
         self._onsets = TurnOnsets()
         self._next_k = 0
-        self._mark_end, self._end_p = self._watch.mark(), time.perf_counter()
+        self._steps.begin()
 
     def _pre_step(self, k: int, frame: np.ndarray) -> tuple[float, float]:
         """Start step k: hand the frame to the Listener and drain oracle events. Returns (t0, p0)."""
         t0 = self.clock.now()
         p0 = time.perf_counter()
-        self._mark_start = self._watch.mark()
+        self._steps.started()
         self.timeline.current_frame = k
         self.listener.feed(self.sid, frame)
         if self.meter is not None:
@@ -302,7 +306,7 @@ class Session:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
         self._heard_pieces.update(self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None),
-                           self.timeline, deadline + FRAME_S)
+                                  self.timeline, deadline + FRAME_S)
         self._record_talk_over(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
@@ -314,25 +318,13 @@ class Session:
             self._record_onset(self._onsets.audible(deadline + FRAME_S))
         else:
             self._silent_frames += 1
+            if self._silent_frames == 6:  # the end of a stretch of speech, where a new one would start
+                self.timeline.add(tl.ASSISTANT_AUDIO_END, t=deadline + FRAME_S - 5 * FRAME_S)
         p1 = time.perf_counter()
         step_ms = (p1 - p0) * 1e3
         late_ms = (t0 - deadline) * 1e3
         self.timeline.add_frame(t0, late_ms, step_ms, otok, " ".join(texts), self.vad_prob)
-        mark = self._watch.mark()
-        if late_ms + step_ms > FRAME_S * 1e3:
-            self._explain_miss(k, late_ms, step_ms, mark, p0)
-        self._mark_end, self._end_p = mark, p1
-
-    def _explain_miss(self, k: int, late_ms: float, step_ms: float, end: Snapshot, p0: float) -> None:
-        """Put on the timeline where a late frame's time went: before its step began (the loop busy
-        elsewhere) and in the step, each split into collector pauses, own CPU, waiting for a CPU and
-        blocked (GIL, locks)."""
-        before = FrameWatch.between(self._mark_end, self._mark_start, (p0 - self._end_p) * 1e3)
-        step = FrameWatch.between(self._mark_start, end, step_ms)
-        self.timeline.add(tl.DEADLINE_MISS, frame=k, late_ms=round(late_ms, 1), step_ms=round(step_ms, 1),
-                          before=before, step=step)
-        log.info("frame %d missed its deadline (late %.0f ms, step %.0f ms): before the step %s; in the step %s",
-                 k, late_ms, step_ms, before, step)
+        self._steps.ended(self.timeline, k, late_ms, step_ms, p0, p1)
 
     def _record_onset(self, found: tuple[float, float] | None) -> None:
         if found is not None:
