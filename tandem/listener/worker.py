@@ -47,7 +47,7 @@ class ListenerConfig:
     full_context_final: bool = False
     # decodes of different streams run as one batch, up to this many (1: one at a time). Idle, 4 partials
     # took 223 ms as a batch against 372 ms one by one; on 2 cores busy with 4 sessions it lost (every
-    # stream waits for the whole batch: docs/BENCHMARKS.md, sixth round), so it is for spare cores
+    # stream waits for the whole batch: docs/history/BENCHMARKS-rounds.md, sixth round), so it is for spare cores
     decode_batch: int = 1
     # a final whose voiced audio a partial already decoded in full (the partial due as the user paused) is
     # that partial's transcript, sent at the endpoint with no decode of its own: the audio after it is

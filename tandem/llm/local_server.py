@@ -66,7 +66,7 @@ def _die_with_parent() -> None:
     # With the kernel's autogroup scheduling (Linux's default) a session is a CPU group that shares the cores
     # equally with ours, however many threads ours runs: the LLM's one thread has a core when it wants one.
     # Kept in our session at the frame loop's niceness, 6 sessions side by side: its median time to first token
-    # 0.28-0.40 s against 0.22-0.27, the answer heard 1.98-2.19 s against 1.70-1.92 (docs/BENCHMARKS.md, ninth
+    # 0.28-0.40 s against 0.22-0.27, the answer heard 1.98-2.19 s against 1.70-1.92 (docs/history/BENCHMARKS-rounds.md, ninth
     # round). Its priority is then its group's (`--llm-nice`).
     os.setsid()
 

@@ -5,7 +5,7 @@ Where the server goes on from a reply's first words (LLMConfig.prefill), the req
 opening ("The capital of Peru is") is given as the reply's beginning. The LLM then says the answer
 word first instead of restating the question: with SmolLM2 on 61 dev questions (text only) the answer
 word came 7 stream pieces in (median) asked alone, 2 given the opening, and it was right on 46 of them
-against 44 (docs/BENCHMARKS.md, thirteenth round; scripts/prefill_probe.py)."""
+against 44 (docs/history/BENCHMARKS-rounds.md, thirteenth round; scripts/prefill_probe.py)."""
 from __future__ import annotations
 
 from typing import Any, AsyncIterator

@@ -29,7 +29,7 @@ BACKEND_NICE = 10  # niceness of the Listener (0: leave the back-end alone)
 # autogroup scheduling that session is a CPU group whose niceness is set with it (`_nice_own_session`). 0: the
 # LLM had a core when it wanted one in every measurement here. The 10, then 18, it was given before counted for
 # nothing (its threads' niceness ranks them only inside its own group); where it did count (the LLM kept in our
-# group, 4 sessions side by side, docs/BENCHMARKS.md ninth round), its median time to first token went from
+# group, 4 sessions side by side, docs/history/BENCHMARKS-rounds.md ninth round), its median time to first token went from
 # 0.13-0.16 s to 0.62-0.80 s at 10 and 0.33-0.41 s at 5, and 81-84% of the answers came within 4 s against 94%
 LLM_NICE = 0
 SWITCH_INTERVAL_S = 0.001  # CPython's default, 5 ms, is how long a step's torch op may wait for the GIL

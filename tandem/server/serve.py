@@ -63,7 +63,7 @@ class ServeOptions:
     def llm_slots(self) -> int:
         """The embedded LLM's slots: one per session, where llama-server keeps that conversation's prompt
         evaluated, so a session's next request evaluates only its new words (at 6 sessions, against 4 slots
-        shared: time to first token 0.16-0.24 s median against 0.27-0.36; docs/BENCHMARKS.md, twelfth round).
+        shared: time to first token 0.16-0.24 s median against 0.27-0.36; docs/history/BENCHMARKS-rounds.md, twelfth round).
         At least 2, so that one session is served by the same engine as many."""
         return max(2, self.max_sessions)
 

@@ -37,7 +37,7 @@ class TTS(Protocol):
 # sentences too: both modes share the voice, so a comparison stays fair). Not by all of it:
 # Whisper tiny.en heard 88 of 93 words voiced one by one at speed 1.0, 85 at 1.3, 83 at 1.4 (90 whole).
 # Keeping names, numbers and a sentence's last word at the voice's pace was tried and measured worse
-# (docs/BENCHMARKS.md, "A slower LLM, third round"): the question's own names stand before the answer.
+# (docs/history/BENCHMARKS-rounds.md, "A slower LLM, third round"): the question's own names stand before the answer.
 # But a sentence's last word voiced alone, most often the answer itself ("It" / "is" / "Oslo."), keeps
 # the voice's pace: sped up, Whisper heard "It is as low.", "narrow B", "a cry" (16 of 20 short answers
 # after "It" and "is"; 18 of 20 at the voice's pace), and slowing the end of a reply delays no word of it.
