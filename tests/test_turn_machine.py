@@ -21,6 +21,7 @@ CASES = [
     (S.ASSISTANT_SPEAKING, ORACLE, S.ASSISTANT_SPEAKING, (A.FEED,)),
     (S.ASSISTANT_SPEAKING, PAUSED, S.TALKED_OVER, (A.YIELD,)),
     (S.ASSISTANT_SPEAKING, AUDIO_END, S.IDLE, ()),
+    (S.ASSISTANT_SPEAKING, FINAL, S.ASSISTANT_SPEAKING, (A.ASK,)),  # the turn's final after the reply began
     (S.TALKED_OVER, BACKCHANNEL, S.ASSISTANT_SPEAKING, (A.RESUME,)),  # "mm-hm": talk on
     (S.TALKED_OVER, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),  # a new question: the reply goes
     (S.TALKED_OVER, AUDIO_END, S.USER_SPEAKING, ()),
@@ -36,9 +37,9 @@ def test_each_transition(before, event, after, actions):
 
 
 @pytest.mark.parametrize("state,event", [
-    (S.IDLE, VAD_END), (S.IDLE, BACKCHANNEL), (S.USER_SPEAKING, PAUSED), (S.ASSISTANT_SPEAKING, PARTIAL),
+    (S.IDLE, VAD_END), (S.IDLE, BACKCHANNEL), (S.USER_SPEAKING, PAUSED), (S.TALKED_OVER, PARTIAL),
     (S.TURN_ENDED, AUDIO_END), (S.USER_PAUSING, INTERRUPTED), (S.ASSISTANT_SPEAKING, VAD_START),
-    (S.ASSISTANT_SPEAKING, FINAL)])
+    (S.TALKED_OVER, FINAL)])
 def test_an_event_with_no_row_changes_nothing(state, event):
     m = TurnMachine(state=state)
     assert m.on(event) is None

@@ -5,7 +5,8 @@ transcripts, the assistant's audio starting and ending, the voice paused under t
 talk-over judged a backchannel or an interruption, an oracle arriving), it moves between six states and
 names, for each transition, the actions the session takes there (start an oracle stream, feed the oracle,
 yield the floor, resume, drop the reply). One table holds every transition; an event a state has no row
-for changes nothing, which is itself a decision (a partial while the assistant speaks starts nothing).
+for changes nothing, which is itself a decision (a voice-activity start under the reply is not yet talk-over:
+the voice's own rule pauses it, `voice_pause`).
 
 Today the machine follows the session (`Session.turns`) and is on every timeline as `turn` events, while
 the actions are still taken by the rules it is to replace (docs/DESIGN.md, "Turns", lists each rule and
@@ -70,6 +71,10 @@ TRANSITIONS: dict[tuple[State, str], tuple[State, tuple[Action, ...]]] = {
     (S.ASSISTANT_SPEAKING, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
     (S.ASSISTANT_SPEAKING, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),  # dropped without a pause first
     (S.ASSISTANT_SPEAKING, AUDIO_END): (S.IDLE, ()),
+    # the turn's own transcript, late: the tandem often speaks before the final (and its last partials); the
+    # scheduler keeps the stream that answers it or starts one (keep_on_same_final), a backchannel asks nothing
+    (S.ASSISTANT_SPEAKING, PARTIAL): (S.ASSISTANT_SPEAKING, (A.ASK,)),
+    (S.ASSISTANT_SPEAKING, FINAL): (S.ASSISTANT_SPEAKING, (A.ASK,)),
     (S.TALKED_OVER, BACKCHANNEL): (S.ASSISTANT_SPEAKING, (A.RESUME,)),
     (S.TALKED_OVER, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),
     (S.TALKED_OVER, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
