@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from tandem.frontends.compact.replay import said_answer
 from tandem.llm.client import ChatClient, LLMConfig
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.llm.prompt import answer_messages
 from tandem.providers.llm import with_opening
 from tandem.think.restate import restate
-from tandem.bench.scoring import normalize
 from tandem.server.loadtest import DEFAULT_QA
 
 TURNS = 8  # about what one session of a 45 s loadtest asks
@@ -41,7 +41,7 @@ async def probe(url: str, model: str) -> int:
             for k in range(TURNS):
                 question, answers = DEFAULT_QA[(start + k) % len(DEFAULT_QA)]
                 said = await reply(client, turns, question)
-                if not any(f" {normalize(a)} " in f" {normalize(said)} " for a in answers):
+                if not said_answer(said, answers):
                     wrong += 1
                     print(f"session {start} turn {k}: {question!r} -> {said!r}", flush=True)
                 turns += [("user", question), ("assistant", said)]

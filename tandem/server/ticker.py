@@ -29,6 +29,7 @@ from ..think.oracle import DEFAULT_POLICY, make_policy
 from ..turn.session import LiveStep, Session, SessionConfig
 from ..speak.tts import Voicer
 from . import protocol as proto
+from .capacity import DEFAULT_MAX_SESSIONS
 from .connection import Client
 from .encoder import OutputEncoder
 from .health import Health
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class HubConfig:
     session: SessionConfig = SessionConfig(mode="tandem", pace="realtime")
-    max_sessions: int = 4
+    max_sessions: int = DEFAULT_MAX_SESSIONS
     limits: proto.Limits = proto.Limits()
     record_dir: Path | None = None
     oracle_policy: str = DEFAULT_POLICY

@@ -233,6 +233,11 @@ class Session:
                 self.oracle.end(frame)
                 self.timeline.add(tl.ORACLE_END)
 
+    @property
+    def _voice(self) -> Voicer | None:
+        """The voice the user hears: the cascade's Voicer, or the front-end's."""
+        return self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
+
     def _assistant_talking(self) -> bool:
         voicer = getattr(self.front_end, "voicer", None)
         return bool(voicer is not None and voicer.busy)
@@ -305,8 +310,7 @@ class Session:
     def _post_step(self, k: int, audio: np.ndarray, texts: list[str], otok: int, t0: float, p0: float) -> None:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
-        self._heard_pieces.update(self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None),
-                                  self.timeline, deadline + FRAME_S)
+        self._heard_pieces.update(self._voice, self.timeline, deadline + FRAME_S)
         self._record_talk_over(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
@@ -345,7 +349,7 @@ class Session:
     def reply_over(self) -> bool:
         """The assistant is silent and has nothing more to say: no audio for REPLY_OVER_FRAMES, its
         voice idle, and nothing in flight in the back-end (so no oracle that could still be read)."""
-        voicer = self.voicer if self.voicer is not None else getattr(self.front_end, "voicer", None)
+        voicer = self._voice
         return (self._silent_frames >= self.REPLY_OVER_FRAMES and self.backend_idle()
                 and not (voicer is not None and voicer.busy))
 
