@@ -133,6 +133,9 @@ class MouthFrontEnd:
     def reset(self) -> None:
         self.mouth.reset()
 
+    def follow_turns(self, machine) -> None:  # as CompactFrontEnd: the mouth judges with the session's machine
+        self.mouth.floor = machine
+
     def step(self, user: UserFrame, oracle_token: int) -> FrontEndOutput:
         tok = oracle_token if oracle_token > END else PAD
         began = tok > END and not self.began

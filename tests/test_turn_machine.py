@@ -1,7 +1,8 @@
 """The turn machine, transition by transition (no models), and over a conversation's events."""
 import pytest
 
-from tandem.turn.machine import (AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
+from tandem.turn.backchannel import BargeInJudge
+from tandem.turn.machine import (ANY, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
                                  TRANSITIONS, VAD_END, VAD_START, Action, State, TurnMachine, follow)
 
 S, A = State, Action
@@ -24,7 +25,14 @@ CASES = [
     (S.ASSISTANT_SPEAKING, FINAL, S.ASSISTANT_SPEAKING, (A.ASK,)),  # the turn's final after the reply began
     (S.TALKED_OVER, BACKCHANNEL, S.ASSISTANT_SPEAKING, (A.RESUME,)),  # "mm-hm": talk on
     (S.TALKED_OVER, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),  # a new question: the reply goes
-    (S.TALKED_OVER, AUDIO_END, S.USER_SPEAKING, ()),
+    (S.TALKED_OVER, AUDIO_END, S.TALKED_OVER, ()),  # the paused voice's silence is the pause's own
+    (S.TALKED_OVER, PARTIAL, S.TALKED_OVER, (A.ASK,)),  # the burst's words: asked, and read by the judge
+    (S.TURN_ENDED, PARTIAL, S.TURN_ENDED, (A.ASK,)),
+    # the judge's moves hold from every state: the voice may be busy before its audio is heard
+    (S.USER_SPEAKING, PAUSED, S.TALKED_OVER, (A.YIELD,)),
+    (S.TURN_ENDED, PAUSED, S.TALKED_OVER, (A.YIELD,)),
+    (S.USER_PAUSING, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),
+    (S.ASSISTANT_SPEAKING, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),  # late words, after a resume
 ]
 
 
@@ -37,9 +45,8 @@ def test_each_transition(before, event, after, actions):
 
 
 @pytest.mark.parametrize("state,event", [
-    (S.IDLE, VAD_END), (S.IDLE, BACKCHANNEL), (S.USER_SPEAKING, PAUSED), (S.TALKED_OVER, PARTIAL),
-    (S.TURN_ENDED, AUDIO_END), (S.USER_PAUSING, INTERRUPTED), (S.ASSISTANT_SPEAKING, VAD_START),
-    (S.TALKED_OVER, FINAL)])
+    (S.IDLE, VAD_END), (S.TURN_ENDED, AUDIO_END), (S.ASSISTANT_SPEAKING, VAD_START), (S.TALKED_OVER, VAD_START),
+    (S.USER_SPEAKING, VAD_START), (S.IDLE, AUDIO_END)])
 def test_an_event_with_no_row_changes_nothing(state, event):
     m = TurnMachine(state=state)
     assert m.on(event) is None
@@ -48,8 +55,50 @@ def test_an_event_with_no_row_changes_nothing(state, event):
 
 def test_every_state_is_reached_and_left():
     reached = {after for after, _ in TRANSITIONS.values()}
-    left = {s for s, _ in TRANSITIONS}
+    left = {s for s, _ in TRANSITIONS if s is not ANY}
     assert reached == set(State) == left
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_every_transcript_is_asked_in_every_state(state):
+    """The back-end hears each partial and final whoever holds the floor: what it starts is its own guard's."""
+    for event in (PARTIAL, FINAL):
+        assert Action.ASK in TurnMachine(state=state).on(event).actions
+
+
+def _frames(m, frames, talking=True):
+    return [(i, step) for i, (speaking, text) in enumerate(frames)
+            if (step := m.talk_over(speaking, text, talking)) is not None]
+
+
+def test_the_judge_moves_the_machine_and_names_the_voice_actions():
+    """Talk-over as the mouth meets it: a burst pauses the voice (yield), its backchannel words resume it,
+    and later words that are a question drop the reply, each as the machine's own transition."""
+    m = TurnMachine(state=S.ASSISTANT_SPEAKING)
+    quiet, prev = (False, "What is it?"), "What is it?"
+    moves = _frames(m, [quiet] * 3 + [(True, prev)] * 3 + [(False, "What is it? Yeah.")] * 3)
+    assert [(s.before, s.after, s.actions) for _, s in moves] == [
+        (S.ASSISTANT_SPEAKING, S.TALKED_OVER, (A.YIELD,)), (S.TALKED_OVER, S.ASSISTANT_SPEAKING, (A.RESUME,))]
+    assert moves[0][0] == 5, "paused at the third frame of speech (BARGE_IN_FRAMES)"
+    assert moves[1][1].decision.reason == "backchannel" and moves[1][1].decision.words == "Yeah."
+    late = _frames(m, [(False, "What is it? Yeah, but why is the sky blue?")])
+    assert [(s.after, s.actions, s.decision.reason) for _, s in late] == [(S.USER_SPEAKING, (A.DROP,), "late words")]
+    assert not m.judging
+
+
+def test_a_voice_with_nothing_to_say_is_not_talked_over():
+    m = TurnMachine()
+    assert _frames(m, [(True, "")] * 10, talking=False) == [] and m.state is S.IDLE
+
+
+def test_the_final_of_a_held_burst_interrupts_and_every_move_reaches_the_takers():
+    taken = []
+    m = TurnMachine(state=S.ASSISTANT_SPEAKING, judge=BargeInJudge(), takers=[taken.append])
+    _frames(m, [(True, "")] * 3)
+    assert m.state is S.TALKED_OVER and m.judging
+    step = m.interrupted("final", " Stop. What time is it? ")
+    assert (step.after, step.actions, step.decision.words) == (S.USER_SPEAKING, (A.DROP,), "Stop. What time is it?")
+    assert taken == m.history and [s.event for s in taken] == [PAUSED, INTERRUPTED] and not m.judging
 
 
 def test_a_conversation_with_a_pause_a_backchannel_and_an_interruption():
@@ -83,3 +132,44 @@ async def test_a_session_follows_its_turns_on_its_timeline():
     assert moves.index(("assistant_audio_start", "assistant_speaking")) > moves.index(("partial", "user_speaking"))
     assert any("feed" in e["actions"] for e in turns), "the oracle's text was fed"
     assert sess.turns.state is follow(sess.timeline.events).state, "the same states from the recorded events"
+
+
+class FakeJudgingFrontEnd:
+    """A fake front-end that judges talk-over itself, as the compact one's mouth does: it is handed the
+    session's turn machine."""
+
+    def __init__(self):
+        from fakes import FakeFrontEnd
+
+        self.inner = FakeFrontEnd()
+        self.tokenizer, self.name, self.floor = self.inner.tokenizer, "fake-judging", None
+
+    def follow_turns(self, machine):
+        self.floor = machine
+
+    def reset(self):
+        self.inner.reset()
+
+
+async def test_a_session_s_machine_is_its_front_end_s_floor_and_a_drop_restarts_the_oracle():
+    """One machine per conversation: the front-end judges with it, and its DROP move (the user's words
+    dropped the reply) tells the scheduler, whose next stream then restarts the oracle."""
+    from fakes import FakeListener
+
+    from tandem.llm.client import ChatClient, LLMConfig
+    from tandem.record.timeline import TURN
+    from tandem.turn.backchannel import DROP, Decision
+    from tandem.turn.session import Session, SessionConfig
+
+    fe = FakeJudgingFrontEnd()
+    client = ChatClient(LLMConfig(url="http://127.0.0.1:9/v1", model="m"))
+    sess = Session(SessionConfig(mode="tandem", frame_vad=False), FakeListener([]), client, front_end=fe)
+    assert fe.floor is sess.turns
+    dropped = []
+    sess.scheduler.reply_dropped = lambda by_words=False: dropped.append(by_words)
+    sess.turns.on(INTERRUPTED, 2.0, decision=Decision(DROP, "words", "Stop", 0.5))
+    sess.turns.on(INTERRUPTED, 3.0, decision=Decision(DROP, "long", "", 1.7))
+    assert dropped == [True, False]
+    assert [(e["t"], e["event"], e["actions"]) for e in sess.timeline.of_kind(TURN)] == [
+        (2.0, INTERRUPTED, ["drop"]), (3.0, INTERRUPTED, ["drop"])]
+    await client.aclose()

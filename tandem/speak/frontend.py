@@ -60,6 +60,9 @@ class FrontEnd(Protocol):
 
     def step_batch(self, users: list[UserFrame], oracle_tokens: list[int]) -> list[FrontEndOutput]: ...
 
+    # optional: `follow_turns(machine)`, for a front-end that judges talk-over itself (the compact one's
+    # mouth), takes the session's turn machine (tandem/turn/machine.py) so that its moves are the session's
+
 
 FrontEndFactory = Callable[..., FrontEnd]
 _REGISTRY: dict[str, FrontEndFactory] = {}

@@ -12,7 +12,8 @@ import re
 import numpy as np
 
 from ..record import timeline as tl
-from .backchannel import PAUSE, RESUME, BargeInJudge, Decision, is_backchannel
+from .backchannel import is_backchannel
+from .machine import Action, Transition, TurnMachine
 from .conversation import Conversation
 from ..llm.client import LLMError, LLMUnavailable
 from ..providers.base import OracleProvider, OracleRequest
@@ -49,7 +50,7 @@ class SentenceChunker:
 
 class CascadeResponder:
     def __init__(self, provider: OracleProvider, voicer: Voicer, conversation: Conversation,
-                 timeline: tl.Timeline, max_tokens: int = 80) -> None:
+                 timeline: tl.Timeline, max_tokens: int = 80, floor: TurnMachine | None = None) -> None:
         self.provider = provider  # the tandem's provider without its oracle-only parts: the same prompt
         self.voicer = voicer
         self.conv = conversation
@@ -57,7 +58,9 @@ class CascadeResponder:
         self.max_tokens = max_tokens
         self._task: asyncio.Task | None = None
         self._ids = 0
-        self._judge = BargeInJudge()  # talked over: pause, then resume (backchannel) or drop (interruption)
+        # the conversation's turn machine (the session's): talked over, it judges pause, then resume (a
+        # backchannel) or drop (an interruption), and the responder takes the actions of its moves
+        self.floor = floor if floor is not None else TurnMachine()
         self._heard = ""  # the user's turn as the Listener hears it now: what the judge reads
         self._barged = 0  # the reply (stream id) last stopped by barge-in: one stop per reply
         self.stats = {"starts": 0, "cancels": 0, "adoptions": 0, "errors": 0}
@@ -92,14 +95,14 @@ class CascadeResponder:
             # backchannel where it was said)
             self.timeline.add(tl.BACKCHANNEL_FINAL, stream=self._ids, text=text)
             return
-        if self._judge.holding and self._replying:
-            self._barge_in("final", text)  # the voice paused for this turn: an interruption after all
+        if self.floor.judging and self._replying:
+            self._take(self.floor.interrupted("final", text))  # the voice paused for this turn: an interruption after all
         elif self.in_flight:
             self._task.cancel()
             self.stats["cancels"] += 1
             self.timeline.add(tl.LLM_CANCEL, stream=self._ids, reason="new user turn")
             self.voicer.clear()
-        self._judge.reset()
+        self.floor.judge.reset()
         self._ids += 1
         self.stats["starts"] += 1
         request = OracleRequest(turns=tuple(self.conv.turns), question=self.conv.current_user_text(),
@@ -149,20 +152,22 @@ class CascadeResponder:
         and an interruption on equal terms: the voice pauses at once; a backchannel (or a cough)
         resumes it and the LLM stream goes on; a real interruption drops the voice's queue and
         cancels the stream, and the user's next final starts a new answer as usual."""
-        d = self._judge.step(user_speaking, self._heard, self._replying)
-        if d is not None:
-            self._apply(d)
+        self._take(self.floor.talk_over(user_speaking, self._heard, self._replying))
         return self.voicer.pull()
 
-    def _apply(self, d: Decision) -> None:
-        if d.action == PAUSE:
+    def _take(self, move: Transition | None) -> None:
+        """The voice's part of a talk-over transition's actions."""
+        if move is None:
+            return
+        d = move.decision
+        if Action.YIELD in move.actions:
             self.voicer.pause()
             self.timeline.add(tl.VOICE_PAUSE, stream=self._ids, reason=d.reason, words=d.words)
-        elif d.action == RESUME:
+        if Action.RESUME in move.actions:
             self.voicer.resume()
             self.timeline.add(tl.BACKCHANNEL, stream=self._ids, reason=d.reason, words=d.words,
                               speech_s=d.speech_s)
-        else:
+        if Action.DROP in move.actions:
             self._barge_in(d.reason, d.words)
 
     def _barge_in(self, reason: str, words: str = "") -> None:

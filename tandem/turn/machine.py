@@ -1,22 +1,26 @@
 """The conversation's turn state in one place: who holds the floor, and every transition between states.
 
 Fed by events as the session sees them (the timeline's kinds: voice activity, partial and final
-transcripts, the assistant's audio starting and ending, the voice paused under the user's speech, the
-talk-over judged a backchannel or an interruption, an oracle arriving), it moves between six states and
-names, for each transition, the actions the session takes there (start an oracle stream, feed the oracle,
-yield the floor, resume, drop the reply). One table holds every transition; an event a state has no row
-for changes nothing, which is itself a decision (a voice-activity start under the reply is not yet talk-over:
-the voice's own rule pauses it, `voice_pause`).
+transcripts, the assistant's audio starting and ending, an oracle arriving) and by its own judge of talk-over
+(the voice paused under the user's speech, the burst judged a backchannel or an interruption), it moves
+between six states and names, for each transition, the actions taken there. One table holds every
+transition; an event a state has no row for changes nothing, which is itself a decision (a voice-activity
+start under the reply is not yet talk-over: the judge's pause, `voice_pause`, is).
 
-Today the machine follows the session (`Session.turns`) and is on every timeline as `turn` events, while
-the actions are still taken by the rules it is to replace (docs/DESIGN.md, "Turns", lists each rule and
-the transition it becomes). `follow` derives the same states from a recorded timeline's events.
+The machine takes the floor's actions: the session asks its back-end only where a transcript's row says ASK;
+the voice (the front-end's `Mouth`, or the cascade's) pauses, resumes or drops the reply where the judge's
+event's row says YIELD, RESUME or DROP, and a DROP tells the oracle scheduler the reply it fed is gone
+(`takers`). FEED and SPEAK are the oracle feed's and the front-end model's, recorded here as they happen.
+docs/DESIGN.md, "Turns", draws the states and lists each old rule and where it went; `follow` derives the
+same states from a recorded timeline's events.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from .backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
 
 
 class State(str, Enum):
@@ -29,7 +33,7 @@ class State(str, Enum):
 
 
 class Action(str, Enum):
-    ASK = "ask"  # start (or restart) an oracle stream from what the user has said
+    ASK = "ask"  # the transcript goes to the back-end, which starts, keeps or restarts an oracle stream
     FEED = "feed"  # an oracle's text goes to the front-end's oracle stream
     SPEAK = "speak"  # the assistant may take the floor
     YIELD = "yield"  # pause the voice: the user is speaking over it
@@ -37,15 +41,18 @@ class Action(str, Enum):
     DROP = "drop"  # an interruption: the reply is dropped, the new turn is answered
 
 
-# events, by the timeline's kinds (record/timeline.py), and the two the session derives
+# events, by the timeline's kinds (record/timeline.py)
 VAD_START, VAD_END, PARTIAL, FINAL = "vad_start", "vad_end", "partial", "final"
 AUDIO_START, AUDIO_END = "assistant_audio_start", "assistant_audio_end"
 PAUSED, BACKCHANNEL, INTERRUPTED = "voice_pause", "backchannel", "barge_in"
 ORACLE = "oracle_append"
+# the judge's decisions, as the machine's events
+JUDGED = {PAUSE: PAUSED, RESUME: BACKCHANNEL, DROP: INTERRUPTED}
 
 S, A = State, Action
+ANY = None  # a row from every state that has no row of its own for the event
 # (state, event) -> (next state, actions). The rows are the whole of the turn logic's shape.
-TRANSITIONS: dict[tuple[State, str], tuple[State, tuple[Action, ...]]] = {
+TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = {
     (S.IDLE, VAD_START): (S.USER_SPEAKING, ()),
     (S.IDLE, PARTIAL): (S.USER_SPEAKING, (A.ASK,)),  # a partial can come before the voice-activity event
     (S.IDLE, FINAL): (S.TURN_ENDED, (A.ASK, A.SPEAK)),
@@ -56,7 +63,7 @@ TRANSITIONS: dict[tuple[State, str], tuple[State, tuple[Action, ...]]] = {
     (S.USER_SPEAKING, FINAL): (S.TURN_ENDED, (A.ASK, A.SPEAK)),
     (S.USER_SPEAKING, ORACLE): (S.USER_SPEAKING, (A.FEED,)),
     # taken in the Listener's hangover: the front-end judged the turn over before the Listener's voice activity
-    # ended (its vad_end comes 0.3-0.5 s after the speech); talk-over is the voice's pause, not this
+    # ended (its vad_end comes 0.3-0.5 s after the speech); talk-over is the judge's pause, not this
     (S.USER_SPEAKING, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),
     (S.USER_PAUSING, VAD_START): (S.USER_SPEAKING, ()),  # a pause inside the turn
     (S.USER_PAUSING, PARTIAL): (S.USER_PAUSING, (A.ASK,)),  # the pause's partial may read as the whole question
@@ -66,21 +73,32 @@ TRANSITIONS: dict[tuple[State, str], tuple[State, tuple[Action, ...]]] = {
     (S.TURN_ENDED, ORACLE): (S.TURN_ENDED, (A.FEED,)),
     (S.TURN_ENDED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),
     (S.TURN_ENDED, VAD_START): (S.USER_SPEAKING, ()),  # the user goes on before the assistant spoke
+    (S.TURN_ENDED, PARTIAL): (S.TURN_ENDED, (A.ASK,)),  # the Listener's last partial, after its final
     (S.TURN_ENDED, FINAL): (S.TURN_ENDED, (A.ASK,)),  # a second final of the same turn
     (S.ASSISTANT_SPEAKING, ORACLE): (S.ASSISTANT_SPEAKING, (A.FEED,)),
-    (S.ASSISTANT_SPEAKING, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
-    (S.ASSISTANT_SPEAKING, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),  # dropped without a pause first
     (S.ASSISTANT_SPEAKING, AUDIO_END): (S.IDLE, ()),
     # the turn's own transcript, late: the tandem often speaks before the final (and its last partials); the
     # scheduler keeps the stream that answers it or starts one (keep_on_same_final), a backchannel asks nothing
     (S.ASSISTANT_SPEAKING, PARTIAL): (S.ASSISTANT_SPEAKING, (A.ASK,)),
     (S.ASSISTANT_SPEAKING, FINAL): (S.ASSISTANT_SPEAKING, (A.ASK,)),
-    (S.TALKED_OVER, BACKCHANNEL): (S.ASSISTANT_SPEAKING, (A.RESUME,)),
-    (S.TALKED_OVER, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),
-    (S.TALKED_OVER, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
+    # the burst's own transcript: heard by the judge (its words decide), asked of the back-end, which starts
+    # nothing on a backchannel while the voice is busy
+    (S.TALKED_OVER, PARTIAL): (S.TALKED_OVER, (A.ASK,)),
+    (S.TALKED_OVER, FINAL): (S.TALKED_OVER, (A.ASK,)),
     (S.TALKED_OVER, ORACLE): (S.TALKED_OVER, (A.FEED,)),
-    (S.TALKED_OVER, AUDIO_END): (S.USER_SPEAKING, ()),  # the assistant fell silent under the user
+    (S.TALKED_OVER, AUDIO_END): (S.TALKED_OVER, ()),  # the paused voice is silent: the pause's own silence
+    (S.TALKED_OVER, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),  # the voice is audible again: the judge let it go
+    # the judge's decisions hold from every state: the voice may be busy (a first word synthesizing, a reply
+    # begun in the Listener's hangover) before its audio makes the state ASSISTANT_SPEAKING
+    (ANY, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
+    (ANY, BACKCHANNEL): (S.ASSISTANT_SPEAKING, (A.RESUME,)),
+    (ANY, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),  # the user holds the floor: their turn is answered
 }
+
+
+def row(state: State, event: str) -> tuple[State, tuple[Action, ...]] | None:
+    """The transition `event` makes from `state`: its own row, else the row from every state, else None."""
+    return TRANSITIONS.get((state, event)) or TRANSITIONS.get((ANY, event))
 
 
 @dataclass(frozen=True)
@@ -90,30 +108,66 @@ class Transition:
     before: State
     after: State
     actions: tuple[Action, ...]
+    decision: Decision | None = None  # the judge's, for a talk-over event: why, and on which words
 
     def as_event(self) -> dict[str, Any]:
         return {"event": self.event, "from": self.before.value, "to": self.after.value,
                 "actions": [a.value for a in self.actions]}
 
 
+TurnTaker = Callable[[Transition], None]
+
+
 @dataclass
 class TurnMachine:
-    """One conversation's turn state; `on` takes one event and returns the transition it made (None: no row)."""
+    """One conversation's turn state. `on` takes one event and returns the transition it made (None: no
+    row); `talk_over` runs the judge over one frame and makes its decision's transition. Every transition
+    goes to each of `takers` (the session's timeline and oracle scheduler) as it is made."""
 
     state: State = State.IDLE
     history: list[Transition] = field(default_factory=list)
+    judge: BargeInJudge = field(default_factory=BargeInJudge)  # talked over: backchannel or interruption?
+    takers: list[TurnTaker] = field(default_factory=list)
+    frame_t: float = 0.0  # when this frame's output plays (set by the session): the time of the judge's moves
 
-    def on(self, event: str, t: float = 0.0) -> Transition | None:
-        row = TRANSITIONS.get((self.state, event))
-        if row is None:
+    def on(self, event: str, t: float | None = None, decision: Decision | None = None) -> Transition | None:
+        found = row(self.state, event)
+        if found is None:
             return None
-        after, actions = row
-        step = Transition(t, event, self.state, after, actions)
+        after, actions = found
+        step = Transition(self.frame_t if t is None else t, event, self.state, after, actions, decision)
         self.state = after
         self.history.append(step)
+        for take in self.takers:
+            take(step)
         return step
 
+    @property
+    def judging(self) -> bool:
+        """A burst over the voice is being judged, or watched after a resume (`BargeInJudge.holding`)."""
+        return self.judge.holding
 
+    def talk_over(self, speaking: bool, transcript: str, talking: bool) -> Transition | None:
+        """One frame of the user's speech against the voice (`BargeInJudge.step`): the judge's decision as
+        the machine's transition, whose actions the voice takes."""
+        return self._judged(self.judge.step(speaking, transcript, talking))
+
+    def model_yields(self) -> Transition | None:
+        """The front-end model said END while talked over (`BargeInJudge.model_yields`)."""
+        return self._judged(self.judge.model_yields())
+
+    def interrupted(self, reason: str, words: str) -> Transition | None:
+        """The turn's final came while the voice was held for it: an interruption after all (the cascade)."""
+        self.judge.reset()
+        return self._judged(Decision(DROP, reason, words.strip(), 0.0))
+
+    def _judged(self, d: Decision | None) -> Transition | None:
+        return None if d is None else self.on(JUDGED[d.action], decision=d)
+
+
+# the events a session's timeline tells the machine; transcripts it is told by the session (to ask or not as
+# its row says) and talk-over it judges itself
+OBSERVED = frozenset({VAD_START, VAD_END, AUDIO_START, AUDIO_END, ORACLE})
 EVENTS = frozenset(e for _, e in TRANSITIONS)
 
 

@@ -28,7 +28,7 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
-from .machine import TurnMachine
+from .machine import FINAL, OBSERVED, PARTIAL, Action, Transition, TurnMachine
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 class Session:
     def __init__(self, config: SessionConfig, listener: ListenerProcess, client: ChatClient | None,
                  voicer: Voicer | None = None, front_end: FrontEnd | None = None,
@@ -64,7 +63,8 @@ class Session:
         self.sid = uuid.uuid4().hex[:12]
         self.clock = SessionClock()
         self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
-        self.turns = TurnMachine()  # the turn state, on the timeline as `turn` events (turn/machine.py)
+        # the turn state (turn/machine.py): told the timeline's events, it asks the back-end and judges talk-over
+        self.turns = TurnMachine(takers=[self._took_turn])
         self.timeline.observer = self._follow_turn
         if knowledge is not None:
             self.timeline.meta["knowledge"] = {"root": str(knowledge.index.root), "passages": knowledge.passages}
@@ -74,6 +74,8 @@ class Session:
         if voicer is not None:
             voicer.on_ready = lambda text, ms: self.timeline.add(tl.TTS_AUDIO, text=text, synth_ms=round(ms, 1))
         self.front_end = front_end
+        if hasattr(front_end, "follow_turns"):  # a front-end that judges talk-over does it with this machine
+            front_end.follow_turns(self.turns)
         self.conv = Conversation(standalone=config.scheduler.standalone)
         self._oracle_events: deque[tuple[str, str]] = deque()
         self.oracle_events_dropped = 0
@@ -99,7 +101,8 @@ class Session:
             if client is None:
                 raise ValueError("cascade mode needs an LLM client")
             provider = for_cascade(client, knowledge, config.scheduler.prompt_form)
-            self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens)
+            self.cascade = CascadeResponder(provider, voicer, self.conv, self.timeline, config.cascade_max_tokens,
+                                            floor=self.turns)
         self.meter = FrameVoiceMeter() if config.frame_vad else None
         self._steps = StepWatch()
         # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
@@ -124,9 +127,18 @@ class Session:
     MAX_ORACLE_EVENTS = 1024
 
     def _follow_turn(self, ev: dict[str, Any]) -> None:
-        step = self.turns.on(ev["kind"], ev["t"])
-        if step is not None:
-            self.timeline.add(tl.TURN, t=ev["t"], **step.as_event())
+        if ev["kind"] in OBSERVED:
+            self.turns.on(ev["kind"], ev["t"])
+
+    def _took_turn(self, step: Transition) -> None:
+        """Every move of the turn machine: on the timeline (the front-end's talk-over decisions too, as the
+        cascade records its own); a dropped reply is the scheduler's to restart."""
+        d = step.decision
+        if d is not None and self.cascade is None:
+            self.timeline.add(step.event, t=step.t, reason=d.reason, words=d.words, speech_s=d.speech_s)
+        self.timeline.add(tl.TURN, t=step.t, **step.as_event())
+        if Action.DROP in step.actions and self.scheduler is not None:
+            self.scheduler.reply_dropped(by_words=step.decision is not None and step.decision.by_words)
 
     def _emit_oracle(self, kind: str, text: str) -> None:
         if len(self._oracle_events) >= self.MAX_ORACLE_EVENTS:
@@ -137,22 +149,21 @@ class Session:
             return
         self._oracle_events.append((kind, text))
 
-    def _on_listener_thread(self, msg: dict[str, Any]) -> None:
+    def _on_loop(self, fn: Any, *args: Any) -> None:
+        """`fn(*args)` on the session's event loop, from another thread (the Listener's reader, the supervisor)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._on_listener, msg)
+                loop.call_soon_threadsafe(fn, *args)
             except RuntimeError:
                 pass  # the loop closed between the check and the call
 
+    def _on_listener_thread(self, msg: dict[str, Any]) -> None:
+        self._on_loop(self._on_listener, msg)
+
     def _on_fault_thread(self, event: dict[str, Any]) -> None:
         """A back-end process died or came back (from the supervisor's thread): on the timeline."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(lambda: self.timeline.add(tl.FAULT, **event))
-            except RuntimeError:
-                pass
+        self._on_loop(lambda: self.timeline.add(tl.FAULT, **event))
 
     def _on_listener(self, msg: dict[str, Any]) -> None:
         """A Listener message, on the event loop. It runs as a loop callback, where an exception would only
@@ -188,7 +199,10 @@ class Session:
                 data["transit_s"] = round(time.time() - float(data.pop("sent_t")), 4)
             self.timeline.add(tl.PARTIAL if kind == "partial" else tl.FINAL, t=now, **data)
             text = msg.get("text", "")
-            backend = self.scheduler or self.cascade
+            move = self.turns.on(PARTIAL if kind == "partial" else FINAL, now)
+            # the back-end is asked where the turn's row says so; else (or with none) the transcript is only heard
+            asked = move is not None and Action.ASK in move.actions
+            backend = (self.scheduler or self.cascade) if asked else None
             if kind == "partial":
                 self._user_text = text
                 if backend is not None:
@@ -301,6 +315,7 @@ class Session:
         p0 = time.perf_counter()
         self._steps.started()
         self.timeline.current_frame = k
+        self.turns.frame_t = (k + 2) * FRAME_S  # this step's output plays in the next frame
         self.listener.feed(self.sid, frame)
         if self.meter is not None:
             self.vad_prob = self.meter.feed(frame)
@@ -311,7 +326,6 @@ class Session:
         """Record step k's output on the timeline (text pieces, speech onsets, frame health)."""
         deadline = (k + 1) * FRAME_S
         self._heard_pieces.update(self._voice, self.timeline, deadline + FRAME_S)
-        self._record_talk_over(deadline + FRAME_S)
         for text in texts:
             self.timeline.add(tl.ASSISTANT_TEXT, t=deadline + FRAME_S, text=text)
             self.conv.on_assistant(text)
@@ -333,15 +347,6 @@ class Session:
     def _record_onset(self, found: tuple[float, float] | None) -> None:
         if found is not None:
             self.timeline.add(tl.TURN_ONSET, speech_end_s=round(found[0], 3), onset_s=round(found[1], 3))
-
-    def _record_talk_over(self, t: float) -> None:
-        """The front-end's barge-in decisions (pause, resume, drop) on the timeline, as the cascade records its own."""
-        mouth = getattr(self.front_end, "mouth", None)
-        for d in mouth.take_decisions() if mouth is not None and hasattr(mouth, "take_decisions") else []:
-            kind = {"pause": tl.VOICE_PAUSE, "resume": tl.BACKCHANNEL}.get(d.action, tl.BARGE_IN)
-            self.timeline.add(kind, t=t, reason=d.reason, words=d.words, speech_s=d.speech_s)
-            if kind == tl.BARGE_IN and self.scheduler is not None:
-                self.scheduler.reply_dropped(by_words=d.by_words)
 
     # a reply is over once the assistant has been silent this long with nothing left in flight
     REPLY_OVER_FRAMES = 15  # 1.2 s: longer than the pauses inside a reply

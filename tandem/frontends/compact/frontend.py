@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from ...audio.frames import FRAME_SAMPLES, SAMPLE_RATE
-from ...turn.backchannel import DROP, PAUSE, RESUME, BargeInJudge, Decision
+from ...turn.backchannel import Decision
+from ...turn.machine import Action, Transition, TurnMachine
 from ...runtime.errors import FrontEndUnavailable
 from ...speak.frontend import FrontEndOutput, UserFrame, speaking
 from ...speak.tts import TTS, Voicer
@@ -64,11 +65,12 @@ def _load(checkpoint: str | Path | None):
 
 class Mouth:
     """Turns a session's tokens into speech: words grouped as they complete, handed to the voice
-    just in time, and paused when the user talks over it. A `BargeInJudge` (tandem/turn/backchannel.py,
-    the same rule as the cascade's) then resumes it after a backchannel or a cough, or drops what is
-    queued for a real interruption; after a drop nothing is voiced until the user stops. A model
-    trained to yield says END while the user talks over it: that drops the reply at once, the
-    judge's rules remaining the safety net."""
+    just in time, and paused when the user talks over it. The conversation's turn machine (`floor`,
+    tandem/turn/machine.py; the session's own, or one of the mouth's when it is used alone) judges the
+    talk-over, the same rule as the cascade's, and the mouth takes the actions of its transitions: YIELD
+    pauses the voice, RESUME goes on after a backchannel or a cough, DROP drops what is queued for a real
+    interruption; after a drop nothing is voiced until the user stops. A model trained to yield says END
+    while the user talks over it: that drops the reply at once, the judge's rules remaining the safety net."""
 
     DECISIONS_KEPT = 64  # the latest barge-in decisions, for a log or a timeline to take
     _log = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class Mouth:
         self.tokenizer = tokenizer
         self.whole_words = whole_words
         self.voicer = Voicer(tts) if tts is not None else None
-        self.judge = BargeInJudge()
+        self.floor = TurnMachine()
         self.decisions: deque[Decision] = deque(maxlen=self.DECISIONS_KEPT)
         self.reset()
 
@@ -85,7 +87,7 @@ class Mouth:
         self.word: list[int] = []
         self.pending: list[str] = []
         self.dropped = False  # a DROP decision since the front-end last looked (`take_drop`)
-        self.judge.reset()
+        self.floor.judge.reset()
         self.yielded = False  # the user interrupted the reply: nothing is voiced until they stop
         if self.voicer is not None:
             self.voicer.clear()
@@ -115,7 +117,7 @@ class Mouth:
             # barge-in counts the user's speech since the reply began: the voice activity of the
             # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
             # a barge-in: a reply the model begins while the user still talks over it stays unsaid
-            self.judge.new_reply()
+            self.floor.judge.new_reply()
         if tok <= END or voiced:
             self._flush_word()
         else:
@@ -137,13 +139,10 @@ class Mouth:
             texts, self.pending = ([" ".join(self.pending)] if self.pending else []), []
             return FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), texts)
         # after a drop the voice has nothing to defend (a synthesis already under way is thrown away)
-        d = self.judge.step(talking_over, user.transcript, self.voicer.busy and not self.yielded)
-        if d is not None:
-            self._apply(d)
-        if tok == END and talking_over and (d is None or d.action != DROP):
-            d = self.judge.model_yields()  # the model's own decision: it stops for this interruption
-            if d is not None:
-                self._apply(d)
+        move = self.floor.talk_over(talking_over, user.transcript, self.voicer.busy and not self.yielded)
+        self._take(move)
+        if tok == END and talking_over and (move is None or Action.DROP not in move.actions):
+            self._take(self.floor.model_yields())  # the model's own decision: it stops for this interruption
         if self.yielded:
             self.pending = []
             self.yielded = talking_over or hold
@@ -158,14 +157,18 @@ class Mouth:
         self.voicer.say(" ".join(self.pending))
         self.pending = []
 
-    def _apply(self, d: Decision) -> None:
+    def _take(self, move: Transition | None) -> None:
+        """The voice's part of a talk-over transition's actions."""
+        if move is None:
+            return
+        d = move.decision
         self.decisions.append(d)
         self._log.debug("barge-in: %s (%s, %r, %.2f s of speech)", d.action, d.reason, d.words, d.speech_s)
-        if d.action == PAUSE:
+        if Action.YIELD in move.actions:
             self.voicer.pause()
-        elif d.action == RESUME:
+        if Action.RESUME in move.actions:
             self.voicer.resume()
-        else:  # DROP: a real interruption; the segment under way is cut where it paused
+        if Action.DROP in move.actions:  # a real interruption; the segment under way is cut where it paused
             self.voicer.clear()
             self.yielded = True
             self.dropped = True
@@ -204,6 +207,10 @@ class CompactFrontEnd:
         self.reset()
 
     rules = DecodeRules()  # the decoding rules over the model's choices; each can be turned off to compare
+
+    def follow_turns(self, machine: TurnMachine) -> None:
+        """Judge talk-over with the session's turn machine, so its transitions are the conversation's."""
+        self.mouth.floor = machine
 
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
