@@ -173,3 +173,14 @@ async def test_a_session_s_machine_is_its_front_end_s_floor_and_a_drop_restarts_
     assert [(e["t"], e["event"], e["actions"]) for e in sess.timeline.of_kind(TURN)] == [
         (2.0, INTERRUPTED, ["drop"]), (3.0, INTERRUPTED, ["drop"])]
     await client.aclose()
+
+
+def test_design_draws_the_machine_s_own_table():
+    """docs/DESIGN.md's diagram and table are the machine's (rerun scripts/turn_table.py after a change)."""
+    from pathlib import Path
+
+    from tandem.turn.machine import as_markdown
+
+    design = (Path(__file__).resolve().parents[1] / "docs" / "DESIGN.md").read_text()
+    block = design.split("<!-- turn-table: made by scripts/turn_table.py -->\n")[1].split("<!-- /turn-table -->")[0]
+    assert block == as_markdown()

@@ -171,6 +171,24 @@ OBSERVED = frozenset({VAD_START, VAD_END, AUDIO_START, AUDIO_END, ORACLE})
 EVENTS = frozenset(e for _, e in TRANSITIONS)
 
 
+def as_markdown() -> str:
+    """The states drawn (mermaid; self-loops left out) and the whole table, for docs/DESIGN.md (scripts/turn_table.py)."""
+    def name(state: State | None) -> str:
+        return "any state" if state is ANY else state.value
+
+    moves: dict[tuple[str, str], list[str]] = {}
+    for (before, event), (after, actions) in TRANSITIONS.items():
+        if before is not after:
+            label = event + (f" ({', '.join(a.value for a in actions)})" if actions else "")
+            moves.setdefault(("any_state" if before is ANY else before.value, after.value), []).append(label)
+    lines = ["```mermaid", "stateDiagram-v2", "    [*] --> idle"]
+    lines += [f"    {b} --> {a}: {' / '.join(labels)}" for (b, a), labels in moves.items()]
+    lines += ["```", "", "| state | event | next state | actions |", "|---|---|---|---|"]
+    lines += [f"| {name(before)} | {event} | {after.value} | {', '.join(a.value for a in actions) or '-'} |"
+              for (before, event), (after, actions) in TRANSITIONS.items()]
+    return "\n".join(lines) + "\n"
+
+
 def follow(events: Iterable[dict[str, Any]]) -> TurnMachine:
     """The machine run over a recorded timeline's events (`Timeline.events` or a saved timeline's)."""
     m = TurnMachine()
