@@ -7,6 +7,7 @@ import torch
 from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import MAX_LOOP_BLOCK, CompactFrontEnd, completes_a_loop
 from tandem.frontends.compact.tokenizer import PAD
+from tandem.turn.machine import ANSWER_DUE, State
 
 SILENT = UserFrame(np.zeros(1920, np.float32), 0.02, False)
 
@@ -198,13 +199,15 @@ def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_
     assert [d.action for d in fe.mouth.decisions][-1] == "drop"
     pause = [frame(0.02, "Stop, stop.") for _ in range(MAX_TURN_WAIT_FRAMES - 1)]
     assert not any(pause), "the dropped reply is not carried on in the pause"
-    assert fe.state.after_drop
+    assert fe.state.after_drop and fe.mouth.floor.state is State.INTERRUPTED, "the floor is the user's"
     question = [frame(0.9, "Stop, stop. What is the capital of France?") for _ in range(6)]
     fed = [frame(0.9, "Stop, stop. What is the capital of France?", o) for o in (START, answer)]
     assert not any(question + fed)
     assert fe.state.answer_waiting, "an answer to the interruption was fed while the user spoke"
     after = [frame(0.02, "Stop, stop. What is the capital of France?") for _ in range(3 * MAX_TURN_WAIT_FRAMES)]
     assert any(after), "and once the user stops, the front-end answers"
+    due = [m for m in fe.mouth.floor.history if m.event == ANSWER_DUE]
+    assert len(due) == 1 and due[0].before is State.INTERRUPTED, "the answer fed gave the floor back, once"
 
 
 def test_a_model_that_pauses_a_frame_in_the_interruption_still_answers_it():

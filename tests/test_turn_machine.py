@@ -2,7 +2,7 @@
 import pytest
 
 from tandem.turn.backchannel import BargeInJudge
-from tandem.turn.machine import (ANY, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
+from tandem.turn.machine import (ANSWER_DUE, ANY, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
                                  TRANSITIONS, VAD_END, VAD_START, Action, State, TurnMachine, follow)
 
 S, A = State, Action
@@ -24,15 +24,21 @@ CASES = [
     (S.ASSISTANT_SPEAKING, AUDIO_END, S.IDLE, ()),
     (S.ASSISTANT_SPEAKING, FINAL, S.ASSISTANT_SPEAKING, (A.ASK,)),  # the turn's final after the reply began
     (S.TALKED_OVER, BACKCHANNEL, S.ASSISTANT_SPEAKING, (A.RESUME,)),  # "mm-hm": talk on
-    (S.TALKED_OVER, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),  # a new question: the reply goes
+    (S.TALKED_OVER, INTERRUPTED, S.INTERRUPTED, (A.DROP,)),  # a new question: the reply goes
     (S.TALKED_OVER, AUDIO_END, S.TALKED_OVER, ()),  # the paused voice's silence is the pause's own
     (S.TALKED_OVER, PARTIAL, S.TALKED_OVER, (A.ASK,)),  # the burst's words: asked, and read by the judge
     (S.TURN_ENDED, PARTIAL, S.TURN_ENDED, (A.ASK,)),
     # the judge's moves hold from every state: the voice may be busy before its audio is heard
     (S.USER_SPEAKING, PAUSED, S.TALKED_OVER, (A.YIELD,)),
     (S.TURN_ENDED, PAUSED, S.TALKED_OVER, (A.YIELD,)),
-    (S.USER_PAUSING, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),
-    (S.ASSISTANT_SPEAKING, INTERRUPTED, S.USER_SPEAKING, (A.DROP,)),  # late words, after a resume
+    (S.USER_PAUSING, INTERRUPTED, S.INTERRUPTED, (A.DROP,)),
+    (S.ASSISTANT_SPEAKING, INTERRUPTED, S.INTERRUPTED, (A.DROP,)),  # late words, after a resume
+    # the floor stays the user's through the interruption's pauses and its final, until its answer is due
+    (S.INTERRUPTED, PARTIAL, S.INTERRUPTED, (A.ASK,)),
+    (S.INTERRUPTED, FINAL, S.INTERRUPTED, (A.ASK,)),
+    (S.INTERRUPTED, ORACLE, S.INTERRUPTED, (A.FEED,)),
+    (S.INTERRUPTED, ANSWER_DUE, S.TURN_ENDED, (A.SPEAK,)),
+    (S.INTERRUPTED, AUDIO_START, S.ASSISTANT_SPEAKING, ()),  # the cascade's answer, which waits for no front-end
 ]
 
 
@@ -46,7 +52,8 @@ def test_each_transition(before, event, after, actions):
 
 @pytest.mark.parametrize("state,event", [
     (S.IDLE, VAD_END), (S.TURN_ENDED, AUDIO_END), (S.ASSISTANT_SPEAKING, VAD_START), (S.TALKED_OVER, VAD_START),
-    (S.USER_SPEAKING, VAD_START), (S.IDLE, AUDIO_END)])
+    (S.USER_SPEAKING, VAD_START), (S.IDLE, AUDIO_END), (S.INTERRUPTED, VAD_START), (S.INTERRUPTED, VAD_END),
+    (S.INTERRUPTED, AUDIO_END), (S.IDLE, ANSWER_DUE), (S.TURN_ENDED, ANSWER_DUE)])
 def test_an_event_with_no_row_changes_nothing(state, event):
     m = TurnMachine(state=state)
     assert m.on(event) is None
@@ -82,7 +89,7 @@ def test_the_judge_moves_the_machine_and_names_the_voice_actions():
     assert moves[0][0] == 5, "paused at the third frame of speech (BARGE_IN_FRAMES)"
     assert moves[1][1].decision.reason == "backchannel" and moves[1][1].decision.words == "Yeah."
     late = _frames(m, [(False, "What is it? Yeah, but why is the sky blue?")])
-    assert [(s.after, s.actions, s.decision.reason) for _, s in late] == [(S.USER_SPEAKING, (A.DROP,), "late words")]
+    assert [(s.after, s.actions, s.decision.reason) for _, s in late] == [(S.INTERRUPTED, (A.DROP,), "late words")]
     assert not m.judging
 
 
@@ -97,19 +104,20 @@ def test_the_final_of_a_held_burst_interrupts_and_every_move_reaches_the_takers(
     _frames(m, [(True, "")] * 3)
     assert m.state is S.TALKED_OVER and m.judging
     step = m.interrupted("final", " Stop. What time is it? ")
-    assert (step.after, step.actions, step.decision.words) == (S.USER_SPEAKING, (A.DROP,), "Stop. What time is it?")
+    assert (step.after, step.actions, step.decision.words) == (S.INTERRUPTED, (A.DROP,), "Stop. What time is it?")
     assert taken == m.history and [s.event for s in taken] == [PAUSED, INTERRUPTED] and not m.judging
 
 
 def test_a_conversation_with_a_pause_a_backchannel_and_an_interruption():
     kinds = [VAD_START, PARTIAL, VAD_END, VAD_START, PARTIAL, VAD_END, FINAL, ORACLE, AUDIO_START, ORACLE,
-             PAUSED, BACKCHANNEL, PAUSED, INTERRUPTED, PARTIAL, VAD_END, FINAL, AUDIO_START, AUDIO_END]
+             PAUSED, BACKCHANNEL, PAUSED, INTERRUPTED, PARTIAL, VAD_END, FINAL, ORACLE, ANSWER_DUE, AUDIO_START,
+             AUDIO_END]
     m = follow([{"kind": k, "t": 0.1 * i} for i, k in enumerate(kinds)] + [{"kind": "llm_chunk", "t": 9.0}])
     assert [s.after for s in m.history] == [
         S.USER_SPEAKING, S.USER_SPEAKING, S.USER_PAUSING, S.USER_SPEAKING, S.USER_SPEAKING, S.USER_PAUSING,
         S.TURN_ENDED, S.TURN_ENDED, S.ASSISTANT_SPEAKING, S.ASSISTANT_SPEAKING, S.TALKED_OVER,
-        S.ASSISTANT_SPEAKING, S.TALKED_OVER, S.USER_SPEAKING, S.USER_SPEAKING, S.USER_PAUSING, S.TURN_ENDED,
-        S.ASSISTANT_SPEAKING, S.IDLE]
+        S.ASSISTANT_SPEAKING, S.TALKED_OVER, S.INTERRUPTED, S.INTERRUPTED, S.INTERRUPTED, S.INTERRUPTED,
+        S.TURN_ENDED, S.ASSISTANT_SPEAKING, S.IDLE]
     actions = [a for s in m.history for a in s.actions]
     assert actions.count(A.DROP) == 1 and actions.count(A.RESUME) == 1 and actions.count(A.YIELD) == 2
     assert m.state is S.IDLE

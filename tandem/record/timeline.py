@@ -36,6 +36,7 @@ TTS_AUDIO = "tts_audio"
 ASSISTANT_TEXT = "assistant_text"
 ASSISTANT_AUDIO_START = "assistant_audio_start"
 ASSISTANT_AUDIO_END = "assistant_audio_end"  # the assistant fell silent (0.5 s without audio); t: its first silent frame
+ANSWER_DUE = "answer_due"  # after an interruption, its answer is due (fed, or the user quiet): the floor is the assistant's
 TURN = "turn"  # the turn machine moved (turn/machine.py): event, from, to, actions
 TURN_ONSET = "turn_onset"  # the first audible assistant frame after a user's speech ended: speech_end_s, onset_s
 ASSISTANT_CUT = "assistant_cut"  # a voiced piece cut part-way (barge-in): what was heard, what was not

@@ -30,6 +30,9 @@ class State(str, Enum):
     TURN_ENDED = "turn_ended"  # the user's final came: the assistant's turn, not yet audible
     ASSISTANT_SPEAKING = "assistant_speaking"  # the assistant is audible
     TALKED_OVER = "talked_over"  # the user speaks over the assistant: its voice paused while that is judged
+    # the user took the floor from the reply: the dropped reply stays unsaid, and the assistant says nothing
+    # (in the interruption's pauses too) until the answer to the interruption is due
+    INTERRUPTED = "interrupted"
 
 
 class Action(str, Enum):
@@ -46,6 +49,9 @@ VAD_START, VAD_END, PARTIAL, FINAL = "vad_start", "vad_end", "partial", "final"
 AUDIO_START, AUDIO_END = "assistant_audio_start", "assistant_audio_end"
 PAUSED, BACKCHANNEL, INTERRUPTED = "voice_pause", "backchannel", "barge_in"
 ORACLE = "oracle_append"
+# the front-end's: after an interruption, an answer to it has been fed, or the user has been quiet for the
+# longest pause inside a turn (frontends/compact/decoding.py, MAX_TURN_WAIT_FRAMES)
+ANSWER_DUE = "answer_due"
 # the judge's decisions, as the machine's events
 JUDGED = {PAUSE: PAUSED, RESUME: BACKCHANNEL, DROP: INTERRUPTED}
 
@@ -92,7 +98,15 @@ TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = 
     # begun in the Listener's hangover) before its audio makes the state ASSISTANT_SPEAKING
     (ANY, PAUSED): (S.TALKED_OVER, (A.YIELD,)),
     (ANY, BACKCHANNEL): (S.ASSISTANT_SPEAKING, (A.RESUME,)),
-    (ANY, INTERRUPTED): (S.USER_SPEAKING, (A.DROP,)),  # the user holds the floor: their turn is answered
+    (ANY, INTERRUPTED): (S.INTERRUPTED, (A.DROP,)),  # the user holds the floor: their turn is answered
+    # what the interruption says is asked as any turn's words; its voice activity and its final leave the floor
+    # the user's: what the assistant would say in a pause of the interruption ("Stop, stop. [pause] What
+    # is...") would be the dropped answer's, not the new one's
+    (S.INTERRUPTED, PARTIAL): (S.INTERRUPTED, (A.ASK,)),
+    (S.INTERRUPTED, FINAL): (S.INTERRUPTED, (A.ASK,)),
+    (S.INTERRUPTED, ORACLE): (S.INTERRUPTED, (A.FEED,)),
+    (S.INTERRUPTED, ANSWER_DUE): (S.TURN_ENDED, (A.SPEAK,)),
+    (S.INTERRUPTED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),  # the answer is audible (the cascade's, or forced)
 }
 
 
@@ -160,6 +174,11 @@ class TurnMachine:
         """The turn's final came while the voice was held for it: an interruption after all (the cascade)."""
         self.judge.reset()
         return self._judged(Decision(DROP, reason, words.strip(), 0.0))
+
+    @property
+    def user_holds_floor(self) -> bool:
+        """The user holds the floor after an interruption: nothing is said until the answer is due."""
+        return self.state is State.INTERRUPTED
 
     def _judged(self, d: Decision | None) -> Transition | None:
         return None if d is None else self.on(JUDGED[d.action], decision=d)

@@ -28,7 +28,7 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
-from .machine import FINAL, OBSERVED, PARTIAL, Action, Transition, TurnMachine
+from .machine import ANSWER_DUE, FINAL, OBSERVED, PARTIAL, Action, Transition, TurnMachine
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
@@ -131,11 +131,12 @@ class Session:
             self.turns.on(ev["kind"], ev["t"])
 
     def _took_turn(self, step: Transition) -> None:
-        """Every move of the turn machine: on the timeline (the front-end's talk-over decisions too, as the
-        cascade records its own); a dropped reply is the scheduler's to restart."""
+        """Every move of the turn machine on the timeline, with the events no one else records (the front-end's
+        talk-over, as the cascade records its own; an answer due); a dropped reply is the scheduler's to restart."""
         d = step.decision
-        if d is not None and self.cascade is None:
-            self.timeline.add(step.event, t=step.t, reason=d.reason, words=d.words, speech_s=d.speech_s)
+        if (d is not None and self.cascade is None) or step.event == ANSWER_DUE:
+            detail = {} if d is None else {"reason": d.reason, "words": d.words, "speech_s": d.speech_s}
+            self.timeline.add(step.event, t=step.t, **detail)
         self.timeline.add(tl.TURN, t=step.t, **step.as_event())
         if Action.DROP in step.actions and self.scheduler is not None:
             self.scheduler.reply_dropped(by_words=step.decision is not None and step.decision.by_words)
@@ -166,8 +167,7 @@ class Session:
         self._on_loop(lambda: self.timeline.add(tl.FAULT, **event))
 
     def _on_listener(self, msg: dict[str, Any]) -> None:
-        """A Listener message, on the event loop. It runs as a loop callback, where an exception would only
-        be logged by asyncio and the turn lost unsaid: it goes on the timeline (the client's `error` event)."""
+        """A Listener message, on the event loop: a fault goes on the timeline (the client's `error`), not unseen."""
         try:
             self._handle_listener(msg)
         except Exception as e:  # noqa: BLE001 - a fault in one message's handling must not pass unseen

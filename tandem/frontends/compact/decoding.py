@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import torch
 
 from ...speak.frontend import speaking
+from ...turn.machine import ANSWER_DUE, TurnMachine
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
 from .repair import REPAIR, RepairWatch
@@ -190,8 +191,9 @@ class CompactState:
     # fed), and then fed words: an answer is waiting (MAX_TURN_WAIT_FRAMES)
     oracle_started: bool = False
     answer_waiting: bool = False
-    after_drop: bool = False  # the user's interruption dropped the reply, and no new reply has begun (`hush`)
+    after_drop: bool = False  # an interruption dropped the reply, and no new reply has begun (`hush`)
     hushed: bool = False  # the dropped reply's words are not said (`hush`)
+    floor: TurnMachine | None = None  # the conversation's turn machine (`held`); None: decoding alone
     repair: RepairWatch | None = None  # "sorry," when a newer oracle contradicts the reply (`repair.py`); None: off
     # since the oracle's last start token: its words fed, and the words begun, by their first piece (`rereads_word`)
     oracle_words: Counter[int] = field(default_factory=Counter)
@@ -228,12 +230,17 @@ class CompactState:
         # dropped by the final's words: the answer fed again was never taken)
         self.turn_start.armed, self.turn_start.quiet = True, 0
 
-    @property
-    def holding_back(self) -> bool:
-        """After an interruption, until an answer to it is fed or the user has been quiet for
-        MAX_TURN_WAIT_FRAMES: what the model says now would be said in a pause of the interruption
-        ("Stop, stop. [pause] What is...") from the answer it interrupted."""
-        return self.after_drop and not self.answer_waiting and self.turn_start.quiet < MAX_TURN_WAIT_FRAMES
+    def held(self) -> bool:
+        """The user holds the floor after interrupting (the machine's INTERRUPTED state): what the model says
+        now would be said in a pause of the interruption from the answer it interrupted. The floor comes back
+        when the answer is due, which this tells the machine: an answer to the interruption was fed, or the
+        user has been quiet for MAX_TURN_WAIT_FRAMES."""
+        if self.floor is None or not self.after_drop or not self.floor.user_holds_floor:
+            return False
+        if self.answer_waiting or self.turn_start.quiet >= MAX_TURN_WAIT_FRAMES:
+            self.floor.on(ANSWER_DUE)
+            return False
+        return True
 
     def repeats_last_word(self, tok: int) -> bool:
         """Would `tok` say again the one-piece word said last ("gold is is is Au.")? A front-end that
@@ -278,7 +285,7 @@ class CompactState:
             # it stopped by itself, once the Mouth no longer holds back (a frame's silence while the user still
             # spoke lifted it, and the dropped reply it went on with, kept unsaid, never let the turn arm for the
             # interruption's answer), or the interruption's answer is due
-            if (int(torch.argmax(logp)) <= END and not self.holding_back) \
+            if (int(torch.argmax(logp)) <= END and not self.held()) \
                     or turn_due(self.answer_waiting, self.turn_start.quiet, settled):
                 self.hushed = False
             else:

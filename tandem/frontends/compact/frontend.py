@@ -112,7 +112,7 @@ class Mouth:
         the model (ahead.voice_ahead: the rest of the word it copies and the words after it to the end
         of their clause); `voiced`: `tok` was handed to the voice so, and is not voiced again. `hold`:
         after an interruption dropped the reply, keep quiet in the user's pauses too
-        (decoding.CompactState.holding_back)."""
+        (decoding.CompactState.held: the machine's INTERRUPTED state)."""
         if began_reply and not self.yielded:
             # barge-in counts the user's speech since the reply began: the voice activity of the
             # turn it answers lags a frame or two, and would otherwise cut its first word. Not after
@@ -210,11 +210,12 @@ class CompactFrontEnd:
 
     def follow_turns(self, machine: TurnMachine) -> None:
         """Judge talk-over with the session's turn machine, so its transitions are the conversation's."""
-        self.mouth.floor = machine
+        self.mouth.floor = self.state.floor = machine
 
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
         self.state = self.rules.state(self.tokenizer)
+        self.state.floor = self.mouth.floor
         self.mouth.reset()
 
     # what tests, replay and the scheduler read of a session
@@ -255,7 +256,7 @@ class CompactFrontEnd:
     def spoken(self, tok: int, user: UserFrame) -> FrontEndOutput:
         """This frame's token through the Mouth; an interruption that dropped the reply hushes the model."""
         st = self.state
-        out = self.mouth.say(tok, st.began_reply, user, st.ahead, st.holding_back, st.voiced)
+        out = self.mouth.say(tok, st.began_reply, user, st.ahead, st.held(), st.voiced)
         if self.mouth.take_drop():
             self.state.hush()
         return out
