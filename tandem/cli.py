@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from .audio.voices import VOICES
 from .runtime.errors import TandemError
 from .frontends.moshi.options import add_cli_args as add_moshi_args
 from .frontends.moshi.options import add_train_args as add_moshi_train_args
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("say", help="speak a text with a test voice (not the assistant's) into a wav")
     s.add_argument("text")
     s.add_argument("out", type=Path)
-    s.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    s.add_argument("--voice", choices=list(VOICES), default="festival")
     s.add_argument("--tail", type=float, default=3.0, help="seconds of silence after the speech")
 
     t = sub.add_parser("train", help="train a front-end")
@@ -127,9 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--dialogues", type=Path,
                       help="JSONL with id, kind (followup, interrupt, backchannel), turns of say, answers and "
                            "talk_over_s: each dialogue as one track, its last turn scored (docs/BENCHMARKS.md)")
+    what.add_argument("--fdb", type=Path, metavar="DIR",
+                      help="Full-Duplex-Bench v1 layout (<task>/<id>/input.wav with pause.json, turn_taking.json, "
+                           "interrupt.json; *backchannel*/<id>/input.wav): outputs where FDB's scripts read them, "
+                           "scored by its rules (`tandem fdb-devset` writes a dev set)")
+    b.add_argument("--fdb-tasks", type=lambda s: [t.strip() for t in s.split(",") if t.strip()], default=None,
+                   metavar="T[,T...]", help="with --fdb: only these tasks (pause, turn, interruption, backchannel)")
+    b.add_argument("--server", default=None, metavar="URL",
+                   help="with --fdb: play each item to a running `tandem serve` (ws://HOST:PORT) as FDB's own Moshi "
+                        "client does, in place of sessions here (the mode is the server's)")
     b.add_argument("--modes", default="cascade", help="comma-separated modes")
     b.add_argument("--out", type=Path, required=True, help="output directory")
-    b.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    b.add_argument("--voice", choices=list(VOICES), default="festival")
     b.add_argument("--limit", type=int, default=None)
     b.add_argument("--stride", type=int, default=1, help="take every N-th question (a spread over a file grouped by topic)")
     b.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
@@ -148,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_llm_args(b)
     _add_knowledge_args(b)
     add_moshi_args(b)
+
+    fd = sub.add_parser("fdb-devset", help="write the project's full-duplex dev set in Full-Duplex-Bench's layout")
+    fd.add_argument("--out", type=Path, required=True, help="folder to write <task>/<id>/input.wav and task files")
+    fd.add_argument("--tasks", type=lambda s: [t.strip() for t in s.split(",") if t.strip()], default=None,
+                    metavar="T[,T...]", help="only these (pause, turn, interruption, backchannel, user_backchannel)")
 
     v = sub.add_parser("serve", help="real-time server: Moshi's WebSocket protocol at /api/chat, browser client at /")
     v.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
@@ -196,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--plot", type=Path, default=None, help="sweep plot (PNG): sessions against first sound and "
                                                              "answers heard")
     lt.add_argument("--limit", type=int, default=None, help="use the first N questions")
-    lt.add_argument("--voice", choices=["festival", "flite", "espeak"], default="festival")
+    lt.add_argument("--voice", choices=list(VOICES), default="festival")
     lt.add_argument("--tail", type=float, default=4.0, help="seconds of silence after each question")
     lt.add_argument("--mode", choices=["tandem", "frontend", "cascade"], default="tandem",
                     help="mode of the server started for the run")
@@ -248,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.llm_rate is not None:
                 raise TandemError("--llm-rate paces the LLM of an --llm-delay run: give --llm-delay too (0 for none)")
             return run_bench(args)
+        if args.cmd == "fdb-devset":
+            from .bench.fdb_devset import run_devset
+
+            return run_devset(args)
         if args.cmd == "serve":
             return commands.serve(args)
         if args.cmd == "llm-server":

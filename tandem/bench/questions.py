@@ -164,6 +164,10 @@ def run_bench(args: argparse.Namespace) -> int:
         from .dialogues import run_dialogue_bench
 
         return run_dialogue_bench(args)
+    if getattr(args, "fdb", None) is not None:  # Full-Duplex-Bench's layout and rules
+        from .fdb import run_fdb_bench
+
+        return run_fdb_bench(args)
     from tqdm import tqdm
 
     from ..audio.voices import speak
