@@ -31,7 +31,7 @@ from ..runner import run_session
 from ..runtime.errors import TandemError
 from ..runtime.stack import Stack, stack_config
 from ..think.oracle import DEFAULT_POLICY
-from .common import _median, front_end_options, output_dir, session_config
+from .common import _median, front_end_options, session_config
 from .dialogues import Span, talk_through
 from .fdb_rules import judge_backchannel, latency, takes_turn, timing_distance, vad_segments
 from .scoring import Transcriber, Word, find_answer
@@ -279,7 +279,8 @@ def run_fdb_bench(args: argparse.Namespace) -> int:
     truth = json.loads(gt.read_text()) if gt.exists() else None
     checkpoint = getattr(args, "checkpoint", None)
     fe_kwargs = {"checkpoint": checkpoint} if checkpoint is not None else {}
-    out = output_dir(args.out)
+    out = Path(args.out).resolve()  # FDB's layout under it: <mode>/<task>/<id>/
+    out.mkdir(parents=True, exist_ok=True)
     transcriber = Transcriber()
     runs: list[dict[str, Any]] = []
     t0 = time.time()
