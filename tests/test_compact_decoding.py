@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from tandem.frontends.compact.decoding import START_CHANCE, TurnStart
+from tandem.frontends.compact.turn_start import START_CHANCE, TurnStart
 from tandem.frontends.compact.tokenizer import END, PAD, START
 
 V = 16
@@ -222,7 +222,7 @@ def test_a_turn_with_an_answer_waiting_is_taken_when_the_model_lets_the_moment_p
     """A model whose wish to speak stays low after the user stops would leave the question unanswered;
     with an oracle started and fed since the user began, the turn is taken MAX_TURN_WAIT_FRAMES later.
     Without an answer waiting (a backchannel, a pause) the model's own choice stands."""
-    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES, TurnStart
+    from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES, TurnStart
 
     logp = torch.full((16,), -20.0)
     logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)  # speaking is never the likelier
@@ -245,7 +245,7 @@ def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops_with_its_fir
     first word (`opening`), not the model's likeliest word at a moment it does not want to speak ("sorry,",
     "Well,"); a settled turn whose stream has not fed its first word yet waits for it. Settled without an
     answer fed since the user began (an earlier turn's oracle) takes nothing."""
-    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES, SETTLED_TURN_WAIT_FRAMES, TurnStart
+    from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES, SETTLED_TURN_WAIT_FRAMES, TurnStart
 
     assert SETTLED_TURN_WAIT_FRAMES < MAX_TURN_WAIT_FRAMES
     logp = torch.full((16,), -20.0)
@@ -283,7 +283,7 @@ def test_a_reply_the_model_begins_further_on_in_the_oracle_begins_at_its_first_w
     """After the user talked over "It" and the oracle restarted, the model began again at its place in the
     dropped reply: "It by William Shakespeare.". A first word taken from further on in the oracle becomes
     the oracle's first word; the model's own words ("Okay,") and a word once the reply is under way stay."""
-    from tandem.frontends.compact.decoding import TurnStart
+    from tandem.frontends.compact.turn_start import TurnStart
 
     opening, later, own = END + 7, END + 4, END + 5
     in_oracle = {opening, later}.__contains__
@@ -328,7 +328,7 @@ def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waitin
     import numpy as np
 
     from tandem.speak.frontend import UserFrame
-    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES
+    from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES
     from tandem.frontends.compact.frontend import CompactFrontEnd
     from tandem.frontends.compact.tokenizer import START
 

@@ -6,7 +6,7 @@ import torch
 
 from tandem.speak.frontend import UserFrame
 from tandem.frontends.compact.frontend import MAX_LOOP_BLOCK, CompactFrontEnd, completes_a_loop
-from tandem.frontends.compact.tokenizer import PAD
+from tandem.frontends.compact.tokenizer import END, PAD
 from tandem.turn.machine import ANSWER_DUE, State
 
 SILENT = UserFrame(np.zeros(1920, np.float32), 0.02, False)
@@ -177,7 +177,7 @@ def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_
     the pause ("A long story...", "a process"). After the drop the model is hushed and the Mouth keeps
     quiet until an answer to the interruption is fed (or the user has been quiet MAX_TURN_WAIT_FRAMES)."""
     from fakes import WordTTS
-    from tandem.frontends.compact.decoding import MAX_TURN_WAIT_FRAMES
+    from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES
     from tandem.frontends.compact.tokenizer import START
 
     fe = CompactFrontEnd(tts=WordTTS())
@@ -324,3 +324,34 @@ def test_a_reply_dropped_after_the_user_stopped_still_takes_the_answer_fed_next(
     for _ in range(20):
         frame(0.02, settled=True)
     assert any(t > END for t in list(fe.state.emitted)[n:]), "the answer's turn is taken"
+
+
+def test_a_clause_the_user_has_not_finished_holds_the_model_until_they_go_on_or_the_limit_passes():
+    """The machine's user_unfinished state ("My favourite kind of music is" [pause]): a model that would
+    speak at the first quiet frame stays silent, the quiet counted, until the hold's limit; without the
+    state it speaks at once."""
+    from tandem.frontends.compact.turn_start import MAX_UNFINISHED_WAIT_FRAMES
+    from tandem.turn.machine import HOLD_EXPIRED, UNFINISHED, VAD_START, TurnMachine
+
+    def first_word_frame(hold: bool) -> tuple[int, TurnMachine]:
+        fe = CompactFrontEnd()
+        floor = TurnMachine()
+        fe.follow_turns(floor)
+        word = fe.tokenizer.encode(" Jazz")[0]
+        script_model(fe, [PAD] * 6 + [word] * (MAX_UNFINISHED_WAIT_FRAMES + 10))
+        floor.on(VAD_START)
+        for _ in range(6):
+            fe.step(UserFrame(np.zeros(1920, np.float32), 0.9, True, "My favorite kind of music is"), PAD)
+        if hold:
+            floor.on(UNFINISHED)
+        for k in range(MAX_UNFINISHED_WAIT_FRAMES + 10):
+            fe.step(UserFrame(np.zeros(1920, np.float32), 0.02, False, "My favorite kind of music is"), PAD)
+            if fe.state.emitted[-1] > END:
+                return k, floor
+        return -1, floor
+
+    at_once, _ = first_word_frame(hold=False)
+    held, floor = first_word_frame(hold=True)
+    assert at_once == 0
+    assert held == MAX_UNFINISHED_WAIT_FRAMES, "silent through the hold, its quiet frames counted"
+    assert [m.event for m in floor.history][-1] == HOLD_EXPIRED and floor.state is State.TURN_ENDED

@@ -2,7 +2,7 @@
 import pytest
 
 from tandem.turn.backchannel import BargeInJudge
-from tandem.turn.machine import (ANSWER_DUE, ANY, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
+from tandem.turn.machine import (ANSWER_DUE, ANY, HOLD_EXPIRED, UNFINISHED, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
                                  TRANSITIONS, VAD_END, VAD_START, Action, State, TurnMachine, follow)
 
 S, A = State, Action
@@ -39,6 +39,15 @@ CASES = [
     (S.INTERRUPTED, ORACLE, S.INTERRUPTED, (A.FEED,)),
     (S.INTERRUPTED, ANSWER_DUE, S.TURN_ENDED, (A.SPEAK,)),
     (S.INTERRUPTED, AUDIO_START, S.ASSISTANT_SPEAKING, ()),  # the cascade's answer, which waits for no front-end
+    # "My favourite kind of music is" [pause]: the floor stays the user's, heard in any of the user's states
+    (S.USER_PAUSING, UNFINISHED, S.USER_UNFINISHED, ()),
+    (S.USER_SPEAKING, UNFINISHED, S.USER_UNFINISHED, ()),  # the Listener's vad_end lags the speech
+    (S.TURN_ENDED, UNFINISHED, S.USER_UNFINISHED, ()),  # the final of an unfinished clause
+    (S.USER_UNFINISHED, VAD_START, S.USER_SPEAKING, ()),  # "... probably jazz": the user goes on
+    (S.USER_UNFINISHED, PARTIAL, S.USER_SPEAKING, (A.ASK,)),  # read afresh
+    (S.USER_UNFINISHED, FINAL, S.TURN_ENDED, (A.ASK, A.SPEAK)),
+    (S.USER_UNFINISHED, HOLD_EXPIRED, S.TURN_ENDED, (A.SPEAK,)),  # they never went on: the turn is the assistant's
+    (S.USER_UNFINISHED, PAUSED, S.TALKED_OVER, (A.YIELD,)),
 ]
 
 
@@ -53,7 +62,8 @@ def test_each_transition(before, event, after, actions):
 @pytest.mark.parametrize("state,event", [
     (S.IDLE, VAD_END), (S.TURN_ENDED, AUDIO_END), (S.ASSISTANT_SPEAKING, VAD_START), (S.TALKED_OVER, VAD_START),
     (S.USER_SPEAKING, VAD_START), (S.IDLE, AUDIO_END), (S.INTERRUPTED, VAD_START), (S.INTERRUPTED, VAD_END),
-    (S.INTERRUPTED, AUDIO_END), (S.IDLE, ANSWER_DUE), (S.TURN_ENDED, ANSWER_DUE)])
+    (S.INTERRUPTED, AUDIO_END), (S.IDLE, ANSWER_DUE), (S.TURN_ENDED, ANSWER_DUE),
+    (S.ASSISTANT_SPEAKING, UNFINISHED), (S.TALKED_OVER, UNFINISHED), (S.INTERRUPTED, UNFINISHED), (S.IDLE, HOLD_EXPIRED)])
 def test_an_event_with_no_row_changes_nothing(state, event):
     m = TurnMachine(state=state)
     assert m.on(event) is None

@@ -92,6 +92,9 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # the oracle settled by the final transcript only, not by a whole sentence heard as the user paused (the rule
     # before 2026-12-04's eighth round; scheduler.py, `settle_on_pause`)
     "tandem-no-settle-on-pause": ("tandem", {"settle_on_pause": False}),
+    # silence alone decides the turn: no hold after words that stop inside a clause (the rule before 2026-12-07;
+    # turn/unfinished.py)
+    "tandem-no-hold": ("tandem", {"hold_unfinished": False}),
 }
 
 

@@ -33,6 +33,9 @@ class State(str, Enum):
     # the user took the floor from the reply: the dropped reply stays unsaid, and the assistant says nothing
     # (in the interruption's pauses too) until the answer to the interruption is due
     INTERRUPTED = "interrupted"
+    # the user's words so far stop inside a clause ("My favourite kind of music is"): a pause, not a turn end
+    # (turn/unfinished.py); the floor stays theirs until they go on or the hold's limit passes
+    USER_UNFINISHED = "user_unfinished"
 
 
 class Action(str, Enum):
@@ -52,6 +55,11 @@ ORACLE = "oracle_append"
 # the front-end's: after an interruption, an answer to it has been fed, or the user has been quiet for the
 # longest pause inside a turn (frontends/compact/decoding.py, MAX_TURN_WAIT_FRAMES)
 ANSWER_DUE = "answer_due"
+# the session's, after a transcript's row: its words stop inside a clause (turn/unfinished.py)
+UNFINISHED = "unfinished"
+# the front-end's: the user has been quiet inside their unfinished clause for the hold's limit
+# (frontends/compact/decoding.py, MAX_UNFINISHED_WAIT_FRAMES)
+HOLD_EXPIRED = "hold_expired"
 # the judge's decisions, as the machine's events
 JUDGED = {PAUSE: PAUSED, RESUME: BACKCHANNEL, DROP: INTERRUPTED}
 
@@ -107,6 +115,18 @@ TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = 
     (S.INTERRUPTED, ORACLE): (S.INTERRUPTED, (A.FEED,)),
     (S.INTERRUPTED, ANSWER_DUE): (S.TURN_ENDED, (A.SPEAK,)),
     (S.INTERRUPTED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),  # the answer is audible (the cascade's, or forced)
+    # a transcript that stops inside a clause holds the floor for the user, whether the Listener still hears
+    # their voice (its vad_end lags the speech), heard it stop, or ended the turn on the silence
+    (S.USER_SPEAKING, UNFINISHED): (S.USER_UNFINISHED, ()),
+    (S.USER_PAUSING, UNFINISHED): (S.USER_UNFINISHED, ()),
+    (S.TURN_ENDED, UNFINISHED): (S.USER_UNFINISHED, ()),
+    # their next words are read afresh (the session sends UNFINISHED again if they still stop inside a clause)
+    (S.USER_UNFINISHED, VAD_START): (S.USER_SPEAKING, ()),
+    (S.USER_UNFINISHED, PARTIAL): (S.USER_SPEAKING, (A.ASK,)),
+    (S.USER_UNFINISHED, FINAL): (S.TURN_ENDED, (A.ASK, A.SPEAK)),
+    (S.USER_UNFINISHED, ORACLE): (S.USER_UNFINISHED, (A.FEED,)),
+    (S.USER_UNFINISHED, HOLD_EXPIRED): (S.TURN_ENDED, (A.SPEAK,)),
+    (S.USER_UNFINISHED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),
 }
 
 
@@ -177,8 +197,9 @@ class TurnMachine:
 
     @property
     def user_holds_floor(self) -> bool:
-        """The user holds the floor after an interruption: nothing is said until the answer is due."""
-        return self.state is State.INTERRUPTED
+        """The user holds the floor: after an interruption, until its answer is due, or inside an unfinished
+        clause, until they go on or the hold's limit passes. Nothing is said meanwhile."""
+        return self.state in (State.INTERRUPTED, State.USER_UNFINISHED)
 
     def _judged(self, d: Decision | None) -> Transition | None:
         return None if d is None else self.on(JUDGED[d.action], decision=d)

@@ -28,7 +28,8 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
-from .machine import ANSWER_DUE, FINAL, OBSERVED, PARTIAL, Action, Transition, TurnMachine
+from .machine import ANSWER_DUE, FINAL, OBSERVED, PARTIAL, UNFINISHED, Action, Transition, TurnMachine
+from .unfinished import reads_unfinished
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
@@ -87,8 +88,7 @@ class Session:
         if config.mode == "tandem":
             tok = front_end.tokenizer
             self.oracle = OracleStream(tok.start_id, tok.pad_id, oracle_policy)
-            self.timeline.meta["oracle_policy"] = self.oracle.policy.name
-            self.timeline.meta["oracle_pad"] = tok.pad_id
+            self.timeline.meta.update(oracle_policy=self.oracle.policy.name, oracle_pad=tok.pad_id)
             if client is not None:
                 provider = for_oracles(client, knowledge, config.scheduler.prompt_form, config.extractive)
                 self.scheduler = OracleScheduler(provider, self.conv, self.timeline, self._emit_oracle, config.scheduler)
@@ -131,8 +131,7 @@ class Session:
             self.turns.on(ev["kind"], ev["t"])
 
     def _took_turn(self, step: Transition) -> None:
-        """Every move of the turn machine on the timeline, with the events no one else records (the front-end's
-        talk-over, as the cascade records its own; an answer due); a dropped reply is the scheduler's to restart."""
+        """Every move of the turn machine on the timeline, with the events no one else records; a drop restarts the oracle."""
         d = step.decision
         if (d is not None and self.cascade is None) or step.event == ANSWER_DUE:
             detail = {} if d is None else {"reason": d.reason, "words": d.words, "speech_s": d.speech_s}
@@ -145,15 +144,13 @@ class Session:
         if len(self._oracle_events) >= self.MAX_ORACLE_EVENTS:
             self.oracle_events_dropped += 1
             if self.oracle_events_dropped == 1:
-                log.warning("session %s: %d oracle events waiting; newer ones are dropped", self.sid,
-                            self.MAX_ORACLE_EVENTS)
+                log.warning("session %s: %d oracle events waiting; newer ones are dropped", self.sid, self.MAX_ORACLE_EVENTS)
             return
         self._oracle_events.append((kind, text))
 
     def _on_loop(self, fn: Any, *args: Any) -> None:
         """`fn(*args)` on the session's event loop, from another thread (the Listener's reader, the supervisor)."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if (loop := self._loop) is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(fn, *args)
             except RuntimeError:
@@ -218,6 +215,9 @@ class Session:
                     self.conv.on_final(text)
                 if text.strip():
                     self.listener.set_context(self.sid, self.conv.user_said())
+            if self.config.hold_unfinished and (kind == "final" or msg.get("paused")) and not msg.get("said_more") \
+                    and reads_unfinished(text):  # all they said so far stops inside a clause: the floor is theirs
+                self.turns.on(UNFINISHED, now)
         elif kind in ("error", "fatal"):
             self.timeline.add(tl.ERROR, source="listener", error=msg.get("error"))
             log.error("Listener: %s", msg.get("error"))

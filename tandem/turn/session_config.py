@@ -36,3 +36,6 @@ class SessionConfig:
     # the user's voice activity measured in the frame loop on the frame just received (listener/frame_vad.py);
     # False: as the Listener process last reported it, one or two frames later
     frame_vad: bool = True
+    # a pause after words that stop inside a clause holds the floor for the user (turn/unfinished.py, the turn
+    # machine's user_unfinished state); False: silence alone decides, as before 2026-12-07
+    hold_unfinished: bool = True

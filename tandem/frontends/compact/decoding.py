@@ -7,17 +7,7 @@ one batched model call over rows of the model's cache, then each state's decisio
 front-end, the server's pool, replay and `tandem evaluate` all decode through it, so they share one
 copy of the rules.
 
-How a distribution becomes a token:
-
-Greedy decoding, except for the moment a reply starts. Greedy decoding speaks only in a frame where
-speaking is the single most likely outcome, so a model that spreads its wish to reply over several
-frames (0.39, then 0.05, 0.12, 0.16...) after the user stops may never reply at all, although a
-model sampled frame by frame would almost surely have started. `TurnStart` keeps, from the moment
-the user's voice stops, the chance that the model would have started by now,
-1 - prod(1 - p_speak), and starts the reply (the most likely word) once that reaches one half: the
-median of the sampled start time, decided without randomness. It is armed by the user's speech and
-disarmed by the model's first word, so it never restarts a reply the model ended, and it is reset
-whenever the user speaks again, so pauses inside a turn start from zero.
+How a distribution becomes a token: greedy, except for the moment a reply starts (turn_start.py).
 
 Copying a word cannot garble it (`word_rest`): once the model has copied the first piece of an oracle
 word (the pointer put at least COPY_CURSOR_WEIGHT on the frame it came from), the rest of that word's
@@ -38,9 +28,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import torch
 
 from ...speak.frontend import speaking
-from ...turn.machine import ANSWER_DUE, TurnMachine
+from ...turn.machine import ANSWER_DUE, HOLD_EXPIRED, State, TurnMachine
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
+from .turn_start import MAX_TURN_WAIT_FRAMES, MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
@@ -48,96 +39,10 @@ from .tokenizer import END, PAD, START
 if TYPE_CHECKING:
     from .tokenizer import CompactTokenizer
 
-START_CHANCE = 0.5  # start the reply once the chance of having started since the user stopped reaches this
 RESPONSE_GAP_FRAMES = 6  # this much silence before a word makes it the first word of a response
 COPY_CURSOR_WEIGHT = COPIED_WEIGHT  # the pointer's weight on a copied piece's frame for the rest of its word to follow
 REPEAT_WINDOW_FRAMES = 24  # a word said again within this many frames of itself is a repeat (1.9 s)
 MAX_LOOP_BLOCK = 8  # tokens; longer repeats are rephrasings ("The capital of... sorry, the capital of...")
-# with an answer fed by the oracle stream since the last reply, a turn still not taken this many quiet
-# frames after the user's voice stopped is taken: a safety net for the model that lets the moment pass
-# (a question of the dev dialogues got no reply at all, its oracle "A spider has 8 legs." waiting)
-MAX_TURN_WAIT_FRAMES = 12  # 0.96 s: longer than most pauses inside a turn; the model itself starts 2-3 frames after
-# with the oracle settled (it answers the turn's final transcript: the Listener has ended the turn and the
-# answer is there), the turn is taken this many quiet frames after the voice stopped. The model's own moment
-# comes 2-3 frames after on most turns, but on some utterances (a question ending in a long voiced "have?")
-# it let 0.6 s pass with the answer ready, alone and under load; the cascade speaks once it has the final
-# and its answer, and the tandem reply should not come later than that
-SETTLED_TURN_WAIT_FRAMES = 3
-
-
-def turn_due(answer_waiting: bool, quiet: int, settled: bool) -> bool:
-    """An answer fed since the user began waits, and the model has let the moment pass for long enough:
-    MAX_TURN_WAIT_FRAMES, or SETTLED_TURN_WAIT_FRAMES once the oracle answers the final transcript."""
-    return answer_waiting and quiet >= (SETTLED_TURN_WAIT_FRAMES if settled else MAX_TURN_WAIT_FRAMES)
-
-
-class TurnStart:
-    def __init__(self) -> None:
-        self.armed = False  # the user has spoken and the model has not replied since
-        self.chance = 0.0  # chance that the model would have started since the voice stopped
-        self.quiet = 0  # frames since the voice stopped, while armed
-        self.took_opening = False  # this frame's choice overruled the model with the answer's first word
-
-    def reset(self) -> None:
-        self.armed = False
-        self.chance = 0.0
-        self.quiet = 0  # frames since the voice stopped, while armed
-
-    def hold(self, vad_prob: float) -> None:
-        """A frame in which the model is kept silent: armed by the user's speech, counting quiet frames."""
-        if speaking(vad_prob):
-            self.armed, self.chance, self.quiet = True, 0.0, 0
-        elif self.armed:
-            self.quiet += 1
-
-    def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False,
-               opening: int | None = None, in_oracle: Callable[[int], bool] | None = None) -> int:
-        """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
-        the oracle stream has fed an answer since the last reply; `settled`: that answer is the final
-        transcript's (`turn_due`); `opening`: the first piece the newest oracle stream fed, if any.
-
-        A turn the model takes itself begins with its most likely word. A turn taken for it (`turn_due`)
-        begins with `opening`, as the teacher begins by reading the oracle: at such a moment the model's
-        most likely word is what it would say least unsure of its turn ("Well,", "A", or "sorry," for a
-        new stream after an older one was fed while the user spoke), and a settled turn waits the frame or
-        two for the newest stream's first word rather than say one of those.
-
-        A reply begins where the oracle does: a first word the model takes from further on in it
-        (`in_oracle`: a word the newest stream fed; given for the reply after one the user dropped)
-        becomes `opening`. After the user talked over "It" and the oracle restarted, the model began
-        again with "by William Shakespeare.", its place in the reply that was dropped."""
-        self.took_opening = False
-        tok = int(torch.argmax(logp))
-        if speaking(vad_prob):
-            self.armed, self.chance, self.quiet = True, 0.0, 0
-            return tok
-        if tok > END:
-            armed = self.armed
-            self.reset()
-            return self._from_the_start(tok, opening, in_oracle) if armed else tok
-        if not self.armed:
-            return tok
-        p_speak = 1.0 - float(logp[: END + 1].exp().sum())
-        self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
-        self.quiet += 1
-        own = self.chance >= START_CHANCE
-        if not own and not turn_due(answer_waiting, self.quiet, settled):
-            return tok
-        if not own and opening is None and self.quiet < MAX_TURN_WAIT_FRAMES:
-            return tok  # the newest stream's first word is a frame or two away
-        self.reset()
-        if not own and opening is not None:
-            self.took_opening = True
-            return opening
-        return self._from_the_start(int(torch.argmax(logp[END + 1:])) + END + 1, opening, in_oracle)
-
-    def _from_the_start(self, tok: int, opening: int | None, in_oracle: Callable[[int], bool] | None) -> int:
-        """The first word of a reply: `opening` in place of a later word of the oracle (`choose`)."""
-        if opening is not None and tok != opening and in_oracle is not None and in_oracle(tok):
-            self.took_opening = True
-            return opening
-        return tok
-
 
 def without_yield(logp: torch.Tensor) -> torch.Tensor:
     """`logp` with END (the model's "I stop for the user talking over me") taken out and the rest
@@ -231,11 +136,19 @@ class CompactState:
         self.turn_start.armed, self.turn_start.quiet = True, 0
 
     def held(self) -> bool:
-        """The user holds the floor after interrupting (the machine's INTERRUPTED state): what the model says
-        now would be said in a pause of the interruption from the answer it interrupted. The floor comes back
-        when the answer is due, which this tells the machine: an answer to the interruption was fed, or the
-        user has been quiet for MAX_TURN_WAIT_FRAMES."""
-        if self.floor is None or not self.after_drop or not self.floor.user_holds_floor:
+        """The user holds the floor (`TurnMachine.user_holds_floor`), which this tells the machine it gives back:
+        after interrupting (INTERRUPTED), what the model says would be said in a pause of the interruption from
+        the answer it interrupted, until an answer to the interruption is fed or the user has been quiet for
+        MAX_TURN_WAIT_FRAMES (ANSWER_DUE); inside an unfinished clause (USER_UNFINISHED), until the user goes on
+        or has been quiet for MAX_UNFINISHED_WAIT_FRAMES (HOLD_EXPIRED)."""
+        if self.floor is None or not self.floor.user_holds_floor:
+            return False
+        if self.floor.state is State.USER_UNFINISHED:
+            if self.turn_start.quiet >= MAX_UNFINISHED_WAIT_FRAMES:
+                self.floor.on(HOLD_EXPIRED)
+                return False
+            return True
+        if not self.after_drop:
             return False
         if self.answer_waiting or self.turn_start.quiet >= MAX_TURN_WAIT_FRAMES:
             self.floor.on(ANSWER_DUE)
@@ -281,6 +194,10 @@ class CompactState:
         settled = settled and self.settled_turn
         if not speaking(vad_prob):
             logp = without_yield(logp)
+        if forced is None and not self.hushed and self.floor is not None \
+                and self.floor.state is State.USER_UNFINISHED and self.held():
+            self.turn_start.hold(vad_prob)  # a pause inside the user's clause: no turn to take, counted as quiet
+            forced = PAD
         if self.hushed and forced is None:
             # it stopped by itself, once the Mouth no longer holds back (a frame's silence while the user still
             # spoke lifted it, and the dropped reply it went on with, kept unsaid, never let the turn arm for the
