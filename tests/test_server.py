@@ -123,7 +123,7 @@ async def test_sessions_beyond_the_limit_get_503_before_the_upgrade_and_admitted
         await asyncio.sleep(0.2)
         async with aiohttp.ClientSession() as http, http.get(base + "/api/health") as r:
             assert r.status == 200 and await r.json() == {"ready": True, "sessions": 1, "max_sessions": 2,
-                                                          "full": False, "down": []}
+                                                          "full": False, "down": [], "mode": "tandem"}
         c = await ProtocolClient(base).connect()  # a freed place is available again
         await c.close()
         await b.close()

@@ -276,7 +276,7 @@ class Hub:
         down = sorted(name for name, st in parts.items() if st.get("state") == "down")
         full = self._reserved >= self.config.max_sessions
         return {"ready": not full and not down, "sessions": self._reserved, "max_sessions": self.config.max_sessions,
-                "full": full, "down": down}
+                "full": full, "down": down, "mode": self.config.session.mode}
 
     def status(self) -> dict[str, Any]:
         """The ticker's own counts, then its health (`Health.status`)."""
