@@ -215,7 +215,7 @@ class Session:
                     self.conv.on_final(text)
                 if text.strip():
                     self.listener.set_context(self.sid, self.conv.user_said())
-            if self.config.hold_unfinished and (kind == "final" or msg.get("paused")) and not msg.get("said_more") \
+            if self.config.hold_unfinished and not msg.get("said_more") \
                     and reads_unfinished(text):  # all they said so far stops inside a clause: the floor is theirs
                 self.turns.on(UNFINISHED, now)
         elif kind in ("error", "fatal"):
