@@ -143,7 +143,7 @@ async def test_a_session_follows_its_turns_on_its_timeline():
     with FakeOpenAIServer() as srv:
         sess, _, _ = await run("tandem", srv.url, fe=FakeFrontEnd())
     turns = sess.timeline.of_kind(TURN)
-    assert [(e["from"], e["to"]) for e in turns][:3] == [
+    assert [(e["from"], e["to"]) for e in turns if e["event"] != UNFINISHED][:3] == [
         ("idle", "user_speaking"), ("user_speaking", "user_speaking"), ("user_speaking", "user_speaking")]
     moves = [(e["event"], e["to"]) for e in turns]
     assert ("assistant_audio_start", "assistant_speaking") in moves, "it took the turn"
