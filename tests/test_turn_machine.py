@@ -143,8 +143,8 @@ async def test_a_session_follows_its_turns_on_its_timeline():
     with FakeOpenAIServer() as srv:
         sess, _, _ = await run("tandem", srv.url, fe=FakeFrontEnd())
     turns = sess.timeline.of_kind(TURN)
-    assert [(e["from"], e["to"]) for e in turns if e["event"] != UNFINISHED][:3] == [
-        ("idle", "user_speaking"), ("user_speaking", "user_speaking"), ("user_speaking", "user_speaking")]
+    assert [(e["event"], e["to"]) for e in turns if e["event"] != UNFINISHED][:3] == [
+        ("vad_start", "user_speaking"), ("partial", "user_speaking"), ("partial", "user_speaking")]
     moves = [(e["event"], e["to"]) for e in turns]
     assert ("assistant_audio_start", "assistant_speaking") in moves, "it took the turn"
     assert moves.index(("assistant_audio_start", "assistant_speaking")) > moves.index(("partial", "user_speaking"))
