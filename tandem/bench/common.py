@@ -140,6 +140,16 @@ def output_dir(path: Path) -> Path:
     return out
 
 
+def report(out: Path, record: dict[str, Any], write_md: Callable[[Path], None], plot_name: str,
+           plot: Callable[[Path], None], note: str = "") -> None:
+    """What every bench leaves: results.json (`record`), summary.md (printed) and its plot."""
+    (out / "results.json").write_text(json.dumps(record, indent=1))
+    write_md(out / "summary.md")
+    plot(out / plot_name)
+    print((out / "summary.md").read_text())
+    print(f"results: {out / 'results.json'}{note}")
+
+
 class MemorySampler:
     """Peak resident memory of this process and the stack's processes, summed, sampled every 0.25 s."""
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..audio.frames import AUDIBLE, SAMPLE_RATE, InputAudio, write_mono
-from .common import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, session_config, front_end_options,
-                    variant_of)
+from .common import (MemorySampler, _median, base_mode, modes_and_policies, output_dir, read_jsonl, report, session_config,
+                     front_end_options, variant_of)
 from ..runtime.errors import TandemError
 from ..record.metrics import count_causes, summarize
 from ..think.oracle import DEFAULT_POLICY
@@ -372,9 +372,6 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
              "checkpoint": str(checkpoint) if checkpoint is not None else "shipped",
              "peak_rss_mb_all_processes": round(mem.peak_mb, 1), "wall_s": round(time.time() - t_start, 1),
              "llm": stack.llm_config.endpoint if stack.llm_config else None}
-    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "meta": extra}, indent=1))
-    write_summary_md(out / "summary.md", summary, runs, extra)
-    plot_dialogues(out / "dialogues.png", runs)
-    print((out / "summary.md").read_text())
-    print(f"results: {out / 'results.json'}")
+    report(out, {"runs": runs, "summary": summary, "meta": extra}, lambda p: write_summary_md(p, summary, runs, extra),
+           "dialogues.png", lambda p: plot_dialogues(p, runs))
     return 0

@@ -31,7 +31,7 @@ from ..runner import run_session
 from ..runtime.errors import TandemError
 from ..runtime.stack import Stack, stack_config
 from ..think.oracle import DEFAULT_POLICY
-from .common import _median, front_end_options, session_config
+from .common import _median, front_end_options, report, session_config
 from .dialogues import Span, talk_through
 from .fdb_rules import judge_backchannel, latency, takes_turn, timing_distance, vad_segments
 from .scoring import Transcriber, Word, find_answer
@@ -300,9 +300,6 @@ def run_fdb_bench(args: argparse.Namespace) -> int:
     meta = {"root": str(root), "items": len(items), "modes": modes, "asr": "Whisper tiny.en word times",
             "timing_truth": str(gt) if truth is not None else None, "wall_s": round(time.time() - t0, 1),
             "server": server, "llm": stack.llm_config.endpoint if stack is not None and stack.llm_config else None}
-    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "meta": meta}, indent=1))
-    write_summary(out / "summary.md", summary, runs, meta)
-    plot_fdb(out / "fdb.png", runs)
-    print((out / "summary.md").read_text())
-    print(f"results: {out / 'results.json'}; FDB's own scripts: evaluate.py --root_dir {out}/<mode>/<task>")
+    report(out, {"runs": runs, "summary": summary, "meta": meta}, lambda p: write_summary(p, summary, runs, meta),
+           "fdb.png", lambda p: plot_fdb(p, runs), f"; FDB's own scripts: evaluate.py --root_dir {out}/<mode>/<task>")
     return 0

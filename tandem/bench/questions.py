@@ -27,7 +27,7 @@ from .scoring import Transcriber, find_answer, hear, listening_context, onset_af
 from ..runtime.stack import Stack, stack_config
 
 from .common import (LLMLoad, MemorySampler, NUMERIC, Question, _median, base_mode, front_end_options, load_questions,
-                     modes_and_policies, output_dir, session_config, variant_of)
+                     modes_and_policies, output_dir, report, session_config, variant_of)
 
 log = logging.getLogger(__name__)
 def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Question,
@@ -234,10 +234,6 @@ def run_bench(args: argparse.Namespace) -> int:
     if load:
         extra["llm_load_tokens"] = load.tokens
     pairs = paired_answers(runs)
-    (out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary, "pairs": pairs, "meta": extra},
-                                                 indent=1))
-    write_summary_md(out / "summary.md", summary, extra, pairs)
-    plot_latencies(out / "latency.png", runs)
-    print((out / "summary.md").read_text())
-    print(f"results: {out / 'results.json'}")
+    report(out, {"runs": runs, "summary": summary, "pairs": pairs, "meta": extra},
+           lambda p: write_summary_md(p, summary, extra, pairs), "latency.png", lambda p: plot_latencies(p, runs))
     return 0

@@ -53,12 +53,12 @@ AUDIO_START, AUDIO_END = "assistant_audio_start", "assistant_audio_end"
 PAUSED, BACKCHANNEL, INTERRUPTED = "voice_pause", "backchannel", "barge_in"
 ORACLE = "oracle_append"
 # the front-end's: after an interruption, an answer to it has been fed, or the user has been quiet for the
-# longest pause inside a turn (frontends/compact/decoding.py, MAX_TURN_WAIT_FRAMES)
+# longest pause inside a turn (frontends/compact/turn_start.py, MAX_TURN_WAIT_FRAMES)
 ANSWER_DUE = "answer_due"
 # the session's, after a transcript's row: its words stop inside a clause (turn/unfinished.py)
 UNFINISHED = "unfinished"
 # the front-end's: the user has been quiet inside their unfinished clause for the hold's limit
-# (frontends/compact/decoding.py, MAX_UNFINISHED_WAIT_FRAMES)
+# (frontends/compact/turn_start.py, MAX_UNFINISHED_WAIT_FRAMES)
 HOLD_EXPIRED = "hold_expired"
 # the judge's decisions, as the machine's events
 JUDGED = {PAUSE: PAUSED, RESUME: BACKCHANNEL, DROP: INTERRUPTED}
@@ -208,6 +208,9 @@ class TurnMachine:
 # the events a session's timeline tells the machine; transcripts it is told by the session (to ask or not as
 # its row says) and talk-over it judges itself
 OBSERVED = frozenset({VAD_START, VAD_END, AUDIO_START, AUDIO_END, ORACLE})
+# the events told by the session or the front-end that nothing else puts on the timeline: the session records
+# them (with the judge's, where the cascade does not record its own) so that `follow` sees every move
+UNRECORDED = frozenset({ANSWER_DUE, UNFINISHED, HOLD_EXPIRED})
 EVENTS = frozenset(e for _, e in TRANSITIONS)
 
 

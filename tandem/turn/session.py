@@ -28,7 +28,7 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
-from .machine import ANSWER_DUE, FINAL, OBSERVED, PARTIAL, UNFINISHED, Action, Transition, TurnMachine
+from .machine import FINAL, OBSERVED, PARTIAL, UNFINISHED, UNRECORDED, Action, Transition, TurnMachine
 from .unfinished import reads_unfinished
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
@@ -133,7 +133,7 @@ class Session:
     def _took_turn(self, step: Transition) -> None:
         """Every move of the turn machine on the timeline, with the events no one else records; a drop restarts the oracle."""
         d = step.decision
-        if (d is not None and self.cascade is None) or step.event == ANSWER_DUE:
+        if (d is not None and self.cascade is None) or step.event in UNRECORDED:
             detail = {} if d is None else {"reason": d.reason, "words": d.words, "speech_s": d.speech_s}
             self.timeline.add(step.event, t=step.t, **detail)
         self.timeline.add(tl.TURN, t=step.t, **step.as_event())
