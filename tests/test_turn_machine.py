@@ -40,9 +40,10 @@ CASES = [
     (S.INTERRUPTED, ANSWER_DUE, S.TURN_ENDED, (A.SPEAK,)),
     (S.INTERRUPTED, AUDIO_START, S.ASSISTANT_SPEAKING, ()),  # the cascade's answer, which waits for no front-end
     # "My favourite kind of music is" [pause]: the floor stays the user's, heard in any of the user's states
-    (S.USER_PAUSING, UNFINISHED, S.USER_UNFINISHED, ()),
-    (S.USER_SPEAKING, UNFINISHED, S.USER_UNFINISHED, ()),  # the Listener's vad_end lags the speech
-    (S.TURN_ENDED, UNFINISHED, S.USER_UNFINISHED, ()),  # the final of an unfinished clause
+    # (a reply begun on the silence, not yet audible, is withdrawn)
+    (S.USER_PAUSING, UNFINISHED, S.USER_UNFINISHED, (A.WITHDRAW,)),
+    (S.USER_SPEAKING, UNFINISHED, S.USER_UNFINISHED, (A.WITHDRAW,)),  # the Listener's vad_end lags the speech
+    (S.TURN_ENDED, UNFINISHED, S.USER_UNFINISHED, (A.WITHDRAW,)),  # the final of an unfinished clause
     (S.USER_UNFINISHED, VAD_START, S.USER_SPEAKING, ()),  # "... probably jazz": the user goes on
     (S.USER_UNFINISHED, PARTIAL, S.USER_SPEAKING, (A.ASK,)),  # read afresh
     (S.USER_UNFINISHED, FINAL, S.TURN_ENDED, (A.ASK, A.SPEAK)),

@@ -45,6 +45,10 @@ class Action(str, Enum):
     YIELD = "yield"  # pause the voice: the user is speaking over it
     RESUME = "resume"  # the burst was a backchannel: go on with the reply
     DROP = "drop"  # an interruption: the reply is dropped, the new turn is answered
+    # a reply begun on the silence but not yet audible is withdrawn unsaid: the words of the pause, read after
+    # it began (the Listener's transcript comes 0.2-0.35 s after the voice stops, the model's first word
+    # 0.1-0.2 s), stop inside a clause
+    WITHDRAW = "withdraw"
 
 
 # events, by the timeline's kinds (record/timeline.py)
@@ -116,10 +120,11 @@ TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = 
     (S.INTERRUPTED, ANSWER_DUE): (S.TURN_ENDED, (A.SPEAK,)),
     (S.INTERRUPTED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),  # the answer is audible (the cascade's, or forced)
     # a transcript that stops inside a clause holds the floor for the user, whether the Listener still hears
-    # their voice (its vad_end lags the speech), heard it stop, or ended the turn on the silence
-    (S.USER_SPEAKING, UNFINISHED): (S.USER_UNFINISHED, ()),
-    (S.USER_PAUSING, UNFINISHED): (S.USER_UNFINISHED, ()),
-    (S.TURN_ENDED, UNFINISHED): (S.USER_UNFINISHED, ()),
+    # their voice (its vad_end lags the speech), heard it stop, or ended the turn on the silence; a reply begun
+    # meanwhile is not audible in these states (AUDIO_START leaves them), and is withdrawn
+    (S.USER_SPEAKING, UNFINISHED): (S.USER_UNFINISHED, (A.WITHDRAW,)),
+    (S.USER_PAUSING, UNFINISHED): (S.USER_UNFINISHED, (A.WITHDRAW,)),
+    (S.TURN_ENDED, UNFINISHED): (S.USER_UNFINISHED, (A.WITHDRAW,)),
     # their next words are read afresh (the session sends UNFINISHED again if they still stop inside a clause)
     (S.USER_UNFINISHED, VAD_START): (S.USER_SPEAKING, ()),
     (S.USER_UNFINISHED, PARTIAL): (S.USER_SPEAKING, (A.ASK,)),

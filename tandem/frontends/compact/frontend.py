@@ -96,6 +96,14 @@ class Mouth:
         dropped, self.dropped = self.dropped, False
         return dropped
 
+    def withdraw(self) -> bool:
+        """Drop a reply begun but not yet heard (the machine's WITHDRAW); returns whether there was one."""
+        begun = bool(self.word or self.pending or (self.voicer is not None and self.voicer.busy))
+        self.word, self.pending = [], []
+        if begun and self.voicer is not None:
+            self.voicer.clear()
+        return begun
+
     def take_decisions(self) -> list[Decision]:
         out = list(self.decisions)
         self.decisions.clear()
@@ -211,12 +219,19 @@ class CompactFrontEnd:
     def follow_turns(self, machine: TurnMachine) -> None:
         """Judge talk-over with the session's turn machine, so its transitions are the conversation's."""
         self.mouth.floor = self.state.floor = machine
+        machine.takers.append(self._took_turn)
+
+    def _took_turn(self, move: Transition) -> None:
+        """A move of the machine (on the session's event loop): a withdrawal is taken at the next frame."""
+        if Action.WITHDRAW in move.actions:
+            self._withdraw = True
 
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
         self.state = self.rules.state(self.tokenizer)
         self.state.floor = self.mouth.floor
         self.mouth.reset()
+        self._withdraw = False  # the machine withdrew the reply begun (`_took_turn`), not yet taken
 
     # what tests, replay and the scheduler read of a session
     @property
@@ -256,6 +271,11 @@ class CompactFrontEnd:
     def spoken(self, tok: int, user: UserFrame) -> FrontEndOutput:
         """This frame's token through the Mouth; an interruption that dropped the reply hushes the model."""
         st = self.state
+        if self._withdraw:
+            self._withdraw = False
+            if self.mouth.withdraw():
+                st.hush()  # the model is fed silence until it chooses silence: its withdrawn words stay unsaid
+                st.cursor = None  # and the word it copied is not finished from the oracle
         out = self.mouth.say(tok, st.began_reply, user, st.ahead, st.held(), st.voiced)
         if self.mouth.take_drop():
             self.state.hush()
