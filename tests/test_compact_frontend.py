@@ -1,6 +1,7 @@
 """The compact front-end's run-time text handling, with the model's choices scripted."""
 import time
 
+import pytest
 import numpy as np
 import torch
 
@@ -355,3 +356,38 @@ def test_a_clause_the_user_has_not_finished_holds_the_model_until_they_go_on_or_
     assert at_once == 0
     assert held == MAX_UNFINISHED_WAIT_FRAMES, "silent through the hold, its quiet frames counted"
     assert [m.event for m in floor.history][-1] == HOLD_EXPIRED and floor.state is State.TURN_ENDED
+
+
+@pytest.mark.parametrize("unfinished", [False, True])
+def test_a_reply_begun_on_the_silence_is_withdrawn_unheard_when_the_pause_s_words_stop_inside_a_clause(unfinished):
+    """"What would you say is [pause]": the model spoke at the first quiet frame, before the Listener's
+    transcript of the pause; the transcript reads unfinished before the voice is heard (a slow synthesis
+    here), so the machine's WITHDRAW drops the reply unsaid and the model is hushed through the hold.
+    Without that transcript the reply is heard."""
+    from fakes import FakeTTS
+    from tandem.turn.machine import UNFINISHED, VAD_START, TurnMachine
+
+    tts = FakeTTS(delay_s=0.3)
+    fe = CompactFrontEnd(tts=tts)
+    floor = TurnMachine()
+    fe.follow_turns(floor)
+    words = fe.tokenizer.encode(" I'm sorry for any confusion")
+    script_model(fe, [PAD] * 4 + words + words + [PAD] * 40)
+    floor.on(VAD_START)
+    for _ in range(4):
+        fe.step(UserFrame(np.zeros(1920, np.float32), 0.9, True, "What would you say"), PAD)
+    fe.step(UserFrame(np.zeros(1920, np.float32), 0.02, True, "What would you say"), PAD)
+    assert fe.state.emitted[-1] > END and (fe.mouth.word or fe.mouth.pending or fe.voicer.busy), "begun, not yet heard"
+    if unfinished:
+        floor.on(UNFINISHED)  # the pause's transcript, "What would you say is?"
+    heard = []
+    for _ in range(25):
+        heard.append(float(np.abs(fe.step(UserFrame(np.zeros(1920, np.float32), 0.02, False,
+                                                    "What would you say is?"), PAD).audio).max()))
+        time.sleep(0.03)
+    if unfinished:
+        assert max(heard) == 0.0, "nothing of the withdrawn reply is heard"
+        assert floor.state is State.USER_UNFINISHED and fe.state.hushed
+    else:
+        assert max(heard) > 0.1
+    fe.close()

@@ -94,7 +94,8 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tandem-no-settle-on-pause": ("tandem", {"settle_on_pause": False}),
     # silence alone decides the turn: no hold after words that stop inside a clause (the rule before 2026-12-07;
     # turn/unfinished.py)
-    "tandem-no-hold": ("tandem", {"hold_unfinished": False}),
+    "tandem-no-hold": ("tandem", {"hold_unfinished": False, "judge_turn_end": False}),
+    "tandem-words-only": ("tandem", {"judge_turn_end": False}),  # the words' hold without the LLM's turn-end judge
 }
 
 

@@ -3,7 +3,7 @@
 Fed by events as the session sees them (the timeline's kinds: voice activity, partial and final
 transcripts, the assistant's audio starting and ending, an oracle arriving) and by its own judge of talk-over
 (the voice paused under the user's speech, the burst judged a backchannel or an interruption), it moves
-between six states and names, for each transition, the actions taken there. One table holds every
+between nine states and names, for each transition, the actions taken there. One table holds every
 transition; an event a state has no row for changes nothing, which is itself a decision (a voice-activity
 start under the reply is not yet talk-over: the judge's pause, `voice_pause`, is).
 
@@ -36,6 +36,10 @@ class State(str, Enum):
     # the user's words so far stop inside a clause ("My favourite kind of music is"): a pause, not a turn end
     # (turn/unfinished.py); the floor stays theirs until they go on or the hold's limit passes
     USER_UNFINISHED = "user_unfinished"
+    # the user's words read whole, but the embedded LLM reads their message as going on (llm/turn_end.py: "It
+    # was much steeper than I expected." in a story, "Can you tell me?"): a listener's pause, shorter than the
+    # unfinished clause's; the only sound the assistant makes in it is a backchannel
+    USER_MAY_GO_ON = "user_may_go_on"
 
 
 class Action(str, Enum):
@@ -61,6 +65,8 @@ ORACLE = "oracle_append"
 ANSWER_DUE = "answer_due"
 # the session's, after a transcript's row: its words stop inside a clause (turn/unfinished.py)
 UNFINISHED = "unfinished"
+# the reader's, from the turn-end judge (turn/reading.py): the user's message may go on; the message ends
+MAY_GO_ON, END_LIKELY = "may_go_on", "end_likely"
 # the front-end's: the user has been quiet inside their unfinished clause for the hold's limit
 # (frontends/compact/turn_start.py, MAX_UNFINISHED_WAIT_FRAMES)
 HOLD_EXPIRED = "hold_expired"
@@ -132,6 +138,21 @@ TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = 
     (S.USER_UNFINISHED, ORACLE): (S.USER_UNFINISHED, (A.FEED,)),
     (S.USER_UNFINISHED, HOLD_EXPIRED): (S.TURN_ENDED, (A.SPEAK,)),
     (S.USER_UNFINISHED, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),
+    # the same for a message the judge reads as going on, but held for a listener's pause only; the final of
+    # the words judged keeps it (its own judgement may end it: END_LIKELY)
+    (S.USER_SPEAKING, MAY_GO_ON): (S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.USER_PAUSING, MAY_GO_ON): (S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.TURN_ENDED, MAY_GO_ON): (S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.USER_MAY_GO_ON, VAD_START): (S.USER_SPEAKING, ()),
+    (S.USER_MAY_GO_ON, PARTIAL): (S.USER_SPEAKING, (A.ASK,)),
+    (S.USER_MAY_GO_ON, FINAL): (S.USER_MAY_GO_ON, (A.ASK,)),
+    (S.USER_MAY_GO_ON, UNFINISHED): (S.USER_UNFINISHED, ()),
+    (S.USER_MAY_GO_ON, END_LIKELY): (S.TURN_ENDED, (A.SPEAK,)),
+    (S.USER_MAY_GO_ON, ORACLE): (S.USER_MAY_GO_ON, (A.FEED,)),
+    (S.USER_MAY_GO_ON, HOLD_EXPIRED): (S.TURN_ENDED, (A.SPEAK,)),
+    # what is audible here is the assistant's backchannel ("Mm-hmm."): the floor stays the user's
+    (S.USER_MAY_GO_ON, AUDIO_START): (S.USER_MAY_GO_ON, ()),
+    (S.USER_MAY_GO_ON, AUDIO_END): (S.USER_MAY_GO_ON, ()),
 }
 
 
@@ -204,7 +225,7 @@ class TurnMachine:
     def user_holds_floor(self) -> bool:
         """The user holds the floor: after an interruption, until its answer is due, or inside an unfinished
         clause, until they go on or the hold's limit passes. Nothing is said meanwhile."""
-        return self.state in (State.INTERRUPTED, State.USER_UNFINISHED)
+        return self.state in (State.INTERRUPTED, State.USER_UNFINISHED, State.USER_MAY_GO_ON)
 
     def _judged(self, d: Decision | None) -> Transition | None:
         return None if d is None else self.on(JUDGED[d.action], decision=d)
@@ -215,7 +236,7 @@ class TurnMachine:
 OBSERVED = frozenset({VAD_START, VAD_END, AUDIO_START, AUDIO_END, ORACLE})
 # the events told by the session or the front-end that nothing else puts on the timeline: the session records
 # them (with the judge's, where the cascade does not record its own) so that `follow` sees every move
-UNRECORDED = frozenset({ANSWER_DUE, UNFINISHED, HOLD_EXPIRED})
+UNRECORDED = frozenset({ANSWER_DUE, UNFINISHED, HOLD_EXPIRED, MAY_GO_ON, END_LIKELY})
 EVENTS = frozenset(e for _, e in TRANSITIONS)
 
 

@@ -28,8 +28,8 @@ from ..runtime.children import Supervisor
 from ..audio.clock import SessionClock
 from .conversation import Conversation
 from .heard import HeardPieces
-from .machine import FINAL, OBSERVED, PARTIAL, UNFINISHED, UNRECORDED, Action, Transition, TurnMachine
-from .unfinished import reads_unfinished
+from .machine import FINAL, OBSERVED, PARTIAL, UNRECORDED, Action, Transition, TurnMachine
+from .reading import TurnReader
 from ..runtime.errors import FrontEndUnavailable
 from ..speak.frontend import FrontEnd, UserFrame, speaking
 from ..record.metrics import TurnOnsets
@@ -64,8 +64,9 @@ class Session:
         self.sid = uuid.uuid4().hex[:12]
         self.clock = SessionClock()
         self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
-        # the turn state (turn/machine.py): told the timeline's events, it asks the back-end and judges talk-over
-        self.turns = TurnMachine(takers=[self._took_turn])
+        self.turns = TurnMachine(takers=[self._took_turn])  # the turn state (turn/machine.py)
+        self.reader = TurnReader.of_session(self.turns, config, client, lambda: not speaking(self.vad_prob),
+                                            lambda text, p: self.timeline.add(tl.TURN_END_JUDGED, text=text, p_end=p))
         self.timeline.observer = self._follow_turn
         if knowledge is not None:
             self.timeline.meta["knowledge"] = {"root": str(knowledge.index.root), "passages": knowledge.passages}
@@ -105,8 +106,7 @@ class Session:
                                             floor=self.turns)
         self.meter = FrameVoiceMeter() if config.frame_vad else None
         self._steps = StepWatch()
-        # Listener state as last reported (updated on the event loop); vad_prob from `meter` when there is one
-        self.vad_prob = 0.0
+        self.vad_prob = 0.0  # Listener state as last reported (on the event loop); vad_prob `meter`'s if any
         self.in_speech = False
         self.listener_busy = False
         self.heard_s = 0.0
@@ -215,9 +215,8 @@ class Session:
                     self.conv.on_final(text)
                 if text.strip():
                     self.listener.set_context(self.sid, self.conv.user_said())
-            if self.config.hold_unfinished and not msg.get("said_more") \
-                    and reads_unfinished(text):  # all they said so far stops inside a clause: the floor is theirs
-                self.turns.on(UNFINISHED, now)
+            self.reader.read(text, final=kind == "final", paused=bool(msg.get("paused")),
+                             said_more=bool(msg.get("said_more")), t=now)
         elif kind in ("error", "fatal"):
             self.timeline.add(tl.ERROR, source="listener", error=msg.get("error"))
             log.error("Listener: %s", msg.get("error"))
@@ -434,6 +433,7 @@ class Session:
         self.listener.close(self.sid)
         if self.meter is not None:
             self.meter.close()
+        await self.reader.aclose()
         if self.scheduler is not None:
             await self.scheduler.aclose()
         if self.cascade is not None:

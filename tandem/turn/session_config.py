@@ -39,3 +39,6 @@ class SessionConfig:
     # a pause after words that stop inside a clause holds the floor for the user (turn/unfinished.py, the turn
     # machine's user_unfinished state); False: silence alone decides, as before 2026-12-07
     hold_unfinished: bool = True
+    # whole words at a pause are read again by the embedded LLM (llm/turn_end.py): a message it reads as going
+    # on holds the floor for a listener's pause (the machine's user_may_go_on); only with the embedded LLM
+    judge_turn_end: bool = True

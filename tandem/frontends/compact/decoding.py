@@ -31,10 +31,13 @@ from ...speak.frontend import speaking
 from ...turn.machine import ANSWER_DUE, HOLD_EXPIRED, State, TurnMachine
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
-from .turn_start import MAX_TURN_WAIT_FRAMES, MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due
+from .turn_start import MAX_MAY_GO_ON_WAIT_FRAMES, MAX_TURN_WAIT_FRAMES, MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
+
+# the user's holds of the floor that end after so many quiet frames (`CompactState.held`)
+WAITS = {State.USER_UNFINISHED: MAX_UNFINISHED_WAIT_FRAMES, State.USER_MAY_GO_ON: MAX_MAY_GO_ON_WAIT_FRAMES}
 
 if TYPE_CHECKING:
     from .tokenizer import CompactTokenizer
@@ -140,11 +143,12 @@ class CompactState:
         after interrupting (INTERRUPTED), what the model says would be said in a pause of the interruption from
         the answer it interrupted, until an answer to the interruption is fed or the user has been quiet for
         MAX_TURN_WAIT_FRAMES (ANSWER_DUE); inside an unfinished clause (USER_UNFINISHED), until the user goes on
-        or has been quiet for MAX_UNFINISHED_WAIT_FRAMES (HOLD_EXPIRED)."""
+        or has been quiet for MAX_UNFINISHED_WAIT_FRAMES (HOLD_EXPIRED); in a message the turn-end judge reads as
+        going on (USER_MAY_GO_ON), the same for MAX_MAY_GO_ON_WAIT_FRAMES."""
         if self.floor is None or not self.floor.user_holds_floor:
             return False
-        if self.floor.state is State.USER_UNFINISHED:
-            if self.turn_start.quiet >= MAX_UNFINISHED_WAIT_FRAMES:
+        if self.floor.state in WAITS:
+            if self.turn_start.quiet >= WAITS[self.floor.state]:
                 self.floor.on(HOLD_EXPIRED)
                 return False
             return True
@@ -195,7 +199,7 @@ class CompactState:
         if not speaking(vad_prob):
             logp = without_yield(logp)
         if forced is None and not self.hushed and self.floor is not None \
-                and self.floor.state is State.USER_UNFINISHED and self.held():
+                and self.floor.state in WAITS and self.held():
             self.turn_start.hold(vad_prob)  # a pause inside the user's clause: no turn to take, counted as quiet
             forced = PAD
         if self.hushed and forced is None:

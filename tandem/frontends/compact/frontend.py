@@ -23,7 +23,7 @@ import torch
 
 from ...audio.frames import FRAME_SAMPLES, SAMPLE_RATE
 from ...turn.backchannel import Decision
-from ...turn.machine import Action, Transition, TurnMachine
+from ...turn.machine import Action, State, Transition, TurnMachine
 from ...runtime.errors import FrontEndUnavailable
 from ...speak.frontend import FrontEndOutput, UserFrame, speaking
 from ...speak.tts import TTS, Voicer
@@ -32,6 +32,7 @@ from .tokenizer import END
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "assets" / "compact.pt"
 REFILL_S = 0.25  # hand the voice more text when less than this much audio is left
+BACKCHANNEL_SAID = "Mm-hmm."  # a listener's acknowledgement of a statement the user may go on from
 
 
 @lru_cache(maxsize=4)
@@ -89,12 +90,20 @@ class Mouth:
         self.dropped = False  # a DROP decision since the front-end last looked (`take_drop`)
         self.floor.judge.reset()
         self.yielded = False  # the user interrupted the reply: nothing is voiced until they stop
+        self.acking = False  # what the voice says is a backchannel (`acknowledge`)
         if self.voicer is not None:
             self.voicer.clear()
 
     def take_drop(self) -> bool:
         dropped, self.dropped = self.dropped, False
         return dropped
+
+    def acknowledge(self) -> None:
+        """A listener's backchannel in the user's pause (the machine's USER_MAY_GO_ON): said, never judged as a reply
+        the user talks over; their voice stops it."""
+        if self.voicer is not None and not self.voicer.busy:
+            self.voicer.say(BACKCHANNEL_SAID)
+            self.acking = True
 
     def withdraw(self) -> bool:
         """Drop a reply begun but not yet heard (the machine's WITHDRAW); returns whether there was one."""
@@ -146,8 +155,12 @@ class Mouth:
         if self.voicer is None:
             texts, self.pending = ([" ".join(self.pending)] if self.pending else []), []
             return FrontEndOutput(np.zeros(FRAME_SAMPLES, np.float32), texts)
+        if self.acking and (talking_over or not self.voicer.busy):
+            self.acking = False  # the backchannel is over, or the user goes on over it: it stops, nothing to judge
+            if talking_over:
+                self.voicer.clear()
         # after a drop the voice has nothing to defend (a synthesis already under way is thrown away)
-        move = self.floor.talk_over(talking_over, user.transcript, self.voicer.busy and not self.yielded)
+        move = self.floor.talk_over(talking_over, user.transcript, self.voicer.busy and not self.yielded and not self.acking)
         self._take(move)
         if tok == END and talking_over and (move is None or Action.DROP not in move.actions):
             self._take(self.floor.model_yields())  # the model's own decision: it stops for this interruption
@@ -225,6 +238,8 @@ class CompactFrontEnd:
         """A move of the machine (on the session's event loop): a withdrawal is taken at the next frame."""
         if Action.WITHDRAW in move.actions:
             self._withdraw = True
+        if move.after is State.USER_MAY_GO_ON and move.before is not State.USER_MAY_GO_ON:
+            self._ack_due = True  # a statement the user may go on from is acknowledged (`spoken`)
 
     def reset(self) -> None:
         self.model.reset_state(self.cache, self.slot)
@@ -232,6 +247,7 @@ class CompactFrontEnd:
         self.state.floor = self.mouth.floor
         self.mouth.reset()
         self._withdraw = False  # the machine withdrew the reply begun (`_took_turn`), not yet taken
+        self._ack_due = False
 
     # what tests, replay and the scheduler read of a session
     @property
@@ -276,6 +292,10 @@ class CompactFrontEnd:
             if self.mouth.withdraw():
                 st.hush()  # the model is fed silence until it chooses silence: its withdrawn words stay unsaid
                 st.cursor = None  # and the word it copied is not finished from the oracle
+        if self._ack_due and not speaking(user.vad_prob):
+            self._ack_due = False
+            if self.mouth.floor.state is State.USER_MAY_GO_ON and user.transcript.rstrip().endswith((".", "!")):
+                self.mouth.acknowledge()
         out = self.mouth.say(tok, st.began_reply, user, st.ahead, st.held(), st.voiced)
         if self.mouth.take_drop():
             self.state.hush()

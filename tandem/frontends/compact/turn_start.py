@@ -34,6 +34,10 @@ SETTLED_TURN_WAIT_FRAMES = 3
 # this many quiet frames: longer than the pauses people make inside a sentence (FDB's synthetic ones), then
 # the turn is the assistant's all the same (a question that really ends "...made of")
 MAX_UNFINISHED_WAIT_FRAMES = 36  # 2.9 s
+# whole words the turn-end judge reads as going on (the machine's USER_MAY_GO_ON): a listener's pause, counted
+# from the voice's stop. Longer than most pauses between a story's sentences (0.5-1.2 s), short enough that a
+# whole message the judge misreads ("Hello, how are you?") is answered within about the cascade's time
+MAX_MAY_GO_ON_WAIT_FRAMES = 19  # 1.52 s
 
 
 def turn_due(answer_waiting: bool, quiet: int, settled: bool) -> bool:

@@ -1,0 +1,98 @@
+"""What the user's words at a pause tell the turn machine, read after each transcript's own row.
+
+Two readings, the second only where the first finds nothing:
+- the words (turn/unfinished.py): all the user has said so far stops inside a clause -> UNFINISHED, the
+  floor stays theirs until they go on or the long hold's limit passes;
+- the embedded LLM (llm/turn_end.py), for a transcript of the pause itself (a paused partial or a final)
+  whose words read whole, heard while the user's voice is quiet: the chance that their message ends there
+  under UNSURE_END -> MAY_GO_ON, a listener's pause (a story's sentence, "Can you tell me?"); over it, in
+  that pause -> END_LIKELY. Its answer comes 20-100 ms after the transcript; one that a newer transcript
+  (or the user's voice) overtook is dropped.
+The front-end model may have begun a reply on the silence before either reading: the machine withdraws it
+while it is not yet audible (Action.WITHDRAW).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from ..llm.local_server import MODEL_ALIAS
+from ..llm.turn_end import TurnEndJudge
+from .machine import END_LIKELY, MAY_GO_ON, UNFINISHED, State, Transition, TurnMachine
+from .unfinished import reads_unfinished
+
+if TYPE_CHECKING:
+    from .session_config import SessionConfig
+
+log = logging.getLogger(__name__)
+
+# under this chance of the message ending, the user may go on (dev questions: 0.34 and up; dev fragments
+# Whisper wrote whole: 9 of 10 under it; complete turns under it 9 of 142: greetings, thanks, commands)
+UNSURE_END = 0.05
+JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
+
+
+class EndJudge(Protocol):
+    async def p_end(self, text: str) -> float | None: ...
+
+
+@dataclass
+class TurnReader:
+    machine: TurnMachine
+    hold_unfinished: bool = True  # False: silence alone decides (SessionConfig.hold_unfinished)
+    judge: EndJudge | None = None  # None: the words alone
+    voice_quiet: Callable[[], bool] = lambda: True  # the user's voice is quiet now (the session's meter)
+    on_judged: Callable[[str, float | None], None] = lambda text, p: None  # each answer (the timeline's)
+    _read = 0  # transcripts read: a judgement of an older one is dropped
+    _tasks: set[asyncio.Task] = field(default_factory=set)
+
+    def read(self, text: str, *, final: bool, paused: bool, said_more: bool, t: float | None = None) -> Transition | None:
+        """One transcript, after the machine took its PARTIAL or FINAL: the move its words make, if any (the
+        judge's comes later, from its own task)."""
+        self._read += 1
+        if said_more:
+            return None
+        if self.hold_unfinished and reads_unfinished(text):
+            return self.machine.on(UNFINISHED, t)
+        if (self.judge is not None and (final or paused) and text.strip() and self.voice_quiet()
+                and (self.machine.state in JUDGED_FROM or self.machine.state is State.USER_MAY_GO_ON)):
+            task = asyncio.get_running_loop().create_task(self._judge(text, self._read))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _judge(self, text: str, read: int) -> Transition | None:
+        p = await self.judge.p_end(text)  # type: ignore[union-attr]
+        self.on_judged(text, p)
+        if p is None or read != self._read or not self.voice_quiet():
+            return None  # no answer, or the user has said (or begun to say) more since
+        if p < UNSURE_END and self.machine.state in JUDGED_FROM:
+            return self.machine.on(MAY_GO_ON)
+        if p >= UNSURE_END and self.machine.state is State.USER_MAY_GO_ON:
+            return self.machine.on(END_LIKELY)
+        return None
+
+    @classmethod
+    def of_session(cls, machine: TurnMachine, config: "SessionConfig", client: object, voice_quiet: Callable[[], bool],
+                   on_judged: Callable[[str, float | None], None]) -> "TurnReader":
+        """A session's reader: the words' hold as configured, the judge in tandem mode with the embedded LLM (the
+        cascade's reply waits for no front-end: its floor is the words')."""
+        judge = turn_end_judge(client, config.judge_turn_end and config.mode == "tandem")
+        return cls(machine, config.hold_unfinished, judge, voice_quiet, on_judged)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if isinstance(self.judge, TurnEndJudge):
+            await self.judge.close()
+
+
+def turn_end_judge(client: object, judge: bool) -> TurnEndJudge | None:
+    """The embedded LLM's turn-end judge for a session whose LLM client is the embedded model's (its chat
+    template and end token are the judge's); None for another LLM, or with the judge turned off."""
+    config = getattr(client, "config", None)
+    if not judge or config is None or getattr(config, "model", None) != MODEL_ALIAS:
+        return None
+    return TurnEndJudge(config.url)
