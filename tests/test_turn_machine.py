@@ -2,7 +2,7 @@
 import pytest
 
 from tandem.turn.backchannel import BargeInJudge
-from tandem.turn.machine import (ANSWER_DUE, ANY, HOLD_EXPIRED, UNFINISHED, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
+from tandem.turn.machine import (ANSWER_DUE, ANY, END_LIKELY, HOLD_EXPIRED, MAY_GO_ON, UNFINISHED, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
                                  TRANSITIONS, VAD_END, VAD_START, Action, State, TurnMachine, follow)
 
 S, A = State, Action
@@ -49,6 +49,18 @@ CASES = [
     (S.USER_UNFINISHED, FINAL, S.TURN_ENDED, (A.ASK, A.SPEAK)),
     (S.USER_UNFINISHED, HOLD_EXPIRED, S.TURN_ENDED, (A.SPEAK,)),  # they never went on: the turn is the assistant's
     (S.USER_UNFINISHED, PAUSED, S.TALKED_OVER, (A.YIELD,)),
+    # "It was much steeper than I expected." [pause]: whole words, a message the judge reads as going on
+    (S.USER_PAUSING, MAY_GO_ON, S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.USER_SPEAKING, MAY_GO_ON, S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.TURN_ENDED, MAY_GO_ON, S.USER_MAY_GO_ON, (A.WITHDRAW,)),
+    (S.USER_MAY_GO_ON, VAD_START, S.USER_SPEAKING, ()),  # "About halfway up, ...": the story goes on
+    (S.USER_MAY_GO_ON, PARTIAL, S.USER_SPEAKING, (A.ASK,)),
+    (S.USER_MAY_GO_ON, FINAL, S.USER_MAY_GO_ON, (A.ASK,)),  # the final of the words judged: still their pause
+    (S.USER_MAY_GO_ON, END_LIKELY, S.TURN_ENDED, (A.SPEAK,)),  # the final's words read as the message's end
+    (S.USER_MAY_GO_ON, HOLD_EXPIRED, S.TURN_ENDED, (A.SPEAK,)),  # a listener's pause passed: the assistant's turn
+    (S.USER_MAY_GO_ON, AUDIO_START, S.USER_MAY_GO_ON, ()),  # its "Mm-hmm." takes no floor
+    (S.USER_MAY_GO_ON, AUDIO_END, S.USER_MAY_GO_ON, ()),
+    (S.USER_MAY_GO_ON, ORACLE, S.USER_MAY_GO_ON, (A.FEED,)),
 ]
 
 
@@ -64,7 +76,8 @@ def test_each_transition(before, event, after, actions):
     (S.IDLE, VAD_END), (S.TURN_ENDED, AUDIO_END), (S.ASSISTANT_SPEAKING, VAD_START), (S.TALKED_OVER, VAD_START),
     (S.USER_SPEAKING, VAD_START), (S.IDLE, AUDIO_END), (S.INTERRUPTED, VAD_START), (S.INTERRUPTED, VAD_END),
     (S.INTERRUPTED, AUDIO_END), (S.IDLE, ANSWER_DUE), (S.TURN_ENDED, ANSWER_DUE),
-    (S.ASSISTANT_SPEAKING, UNFINISHED), (S.TALKED_OVER, UNFINISHED), (S.INTERRUPTED, UNFINISHED), (S.IDLE, HOLD_EXPIRED)])
+    (S.ASSISTANT_SPEAKING, UNFINISHED), (S.TALKED_OVER, UNFINISHED), (S.INTERRUPTED, UNFINISHED), (S.IDLE, HOLD_EXPIRED),
+    (S.ASSISTANT_SPEAKING, MAY_GO_ON), (S.INTERRUPTED, MAY_GO_ON), (S.TURN_ENDED, END_LIKELY), (S.USER_PAUSING, END_LIKELY)])
 def test_an_event_with_no_row_changes_nothing(state, event):
     m = TurnMachine(state=state)
     assert m.on(event) is None
