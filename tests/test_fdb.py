@@ -111,8 +111,8 @@ def test_discover_reads_fdb_s_layout_and_says_what_it_expected(tmp_path):
 
 
 def test_an_item_s_transcript_and_channel_are_written_as_fdb_reads_them():
-    words = [Word("It", 1.0, 1.2), Word("is", 1.2, 1.3)]
-    assert fdb.as_chunks(words, 10.0) == {"text": "It is", "chunks": [
+    words = [Word(".", 0.0, 1.9), Word("It", 1.0, 1.2), Word("is", 1.2, 1.3), Word("-", 1.3, 2.5)]
+    assert fdb.as_chunks(words, 10.0) == {"text": "It is", "chunks": [  # no "word" of punctuation alone
         {"text": "It", "timestamp": [11.0, 11.2]}, {"text": "is", "timestamp": [11.2, 11.3]}]}
     out = fdb.output_channel(np.ones(24000, np.float32), 16000, 20000)
     assert len(out) == 20000 and out[:15000].min() > 0.5 and not out[16100:].any(), "16 kHz, padded to the input"

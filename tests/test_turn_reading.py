@@ -55,12 +55,14 @@ def test_the_words_hold_first_and_the_judge_is_not_asked():
     assert move.event == UNFINISHED and m.state is S.USER_UNFINISHED and judge.asked == []
 
 
-@pytest.mark.parametrize("kw", [{"paused": False}, {"said_more": True}])
-def test_speech_still_going_on_is_not_judged(kw):
+@pytest.mark.parametrize("text,kw", [("Which planet is closest to the sun?", {"paused": False}),
+                                     ("Which planet is closest to the sun?", {"said_more": True}),
+                                     ("Which planet is closest to the sun", {})])  # no sentence's mark: words alone
+def test_speech_still_going_on_or_words_not_ended_as_a_sentence_are_not_judged(text, kw):
     async def go():
         m = TurnMachine(state=S.USER_SPEAKING)
-        judge = FakeJudge({"Which planet is closest to the sun?": 0.0})
-        await read_then_wait(TurnReader(m, judge=judge), "Which planet is closest to the sun?", **kw)
+        judge = FakeJudge({text: 0.0})
+        await read_then_wait(TurnReader(m, judge=judge), text, **kw)
         return m, judge
     m, judge = run(go())
     assert judge.asked == [] and m.state is S.USER_SPEAKING

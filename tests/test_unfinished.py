@@ -20,7 +20,7 @@ def test_words_that_ask_for_more(text):
 @pytest.mark.parametrize("text", [
     "", "What is the capital of France?", "Where are you from?", "What is it made of?", "I think so.",
     "Tell me more.", "Yes, I do.", "How much?", "Who is it?", "I'd like to book.", "Thanks so much.",
-    "What are you up to?", "Could you remind me?",
+    "What are you up to?", "Could you remind me?", "Wait, sorry, how many legs does an insect have...",
 ])
 def test_whole_sentences_and_questions_are_not_held(text):
     assert not reads_unfinished(text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import logging
 import shutil
 import time
@@ -100,7 +101,11 @@ def discover(root: Path, tasks: list[str] | None = None) -> list[Item]:
 
 
 def as_chunks(words: list[Word], offset: float = 0.0) -> dict[str, Any]:
-    """Whisper's words as FDB's output.json: the text and one chunk per word, on the input's clock."""
+    """Whisper's words as FDB's output.json: the text and one chunk per word, on the input's clock. A "word" of
+    punctuation alone is left out: Whisper tiny writes "." over a click or near-silence (a reply cut at the
+    input's end), with times spanning a second, which FDB's take-turn rule would count; a word-level ASR such
+    as FDB's parakeet gives no such word."""
+    words = [w for w in words if re.search(r"\w", w.text)]
     chunks = [{"text": w.text, "timestamp": [round(w.start + offset, 3), round(w.end + offset, 3)]} for w in words]
     return {"text": " ".join(w.text for w in words), "chunks": chunks}
 

@@ -4,7 +4,7 @@ Two readings, the second only where the first finds nothing:
 - the words (turn/unfinished.py): all the user has said so far stops inside a clause -> UNFINISHED, the
   floor stays theirs until they go on or the long hold's limit passes;
 - the embedded LLM (llm/turn_end.py), for a transcript of the pause itself (a paused partial or a final)
-  whose words read whole, heard while the user's voice is quiet: the chance that their message ends there
+  whose words read whole and end with a sentence's mark, heard while the user's voice is quiet: the chance that their message ends there
   under UNSURE_END -> MAY_GO_ON, a listener's pause (a story's sentence, "Can you tell me?"); over it, in
   that pause -> END_LIKELY. Its answer comes 20-100 ms after the transcript; one that a newer transcript
   (or the user's voice) overtook is dropped.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 # sentences of the dev stories, and 9 of 142 whole dev turns (greetings, thanks, commands: held 1.5 s)
 UNSURE_END = 0.1
 JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
+# only words Whisper ended as a sentence are judged: without the mark the chance of the end-of-message token is
+# low for whole questions too ("Never mind that which planet has the big rings", a partial at a pause)
+ENDS_SENTENCE = re.compile(r"[.?!]\s*$")
 
 
 class EndJudge(Protocol):
@@ -57,7 +61,7 @@ class TurnReader:
             return None
         if self.hold_unfinished and reads_unfinished(text):
             return self.machine.on(UNFINISHED, t)
-        if (self.judge is not None and (final or paused) and text.strip() and self.voice_quiet()
+        if (self.judge is not None and (final or paused) and ENDS_SENTENCE.search(text) and self.voice_quiet()
                 and (self.machine.state in JUDGED_FROM or self.machine.state is State.USER_MAY_GO_ON)):
             task = asyncio.get_running_loop().create_task(self._judge(text, self._read))
             self._tasks.add(task)

@@ -2,8 +2,7 @@
 
 A speaker who pauses after "My favourite kind of music is", "I've been thinking about", "How many" or
 "Tell me, um," has not finished: the last word asks for more (a linking verb, a preposition, an article, a
-conjunction, a possessive, a quantifier with no noun, a filler), or Whisper wrote the trailing "..." of a
-voice that trailed off. A listener keeps quiet there however long the silence; the turn machine's
+conjunction, a possessive, a quantifier with no noun, a filler), or it stops at a comma or a dash. A listener keeps quiet there however long the silence; the turn machine's
 `user_unfinished` state does the same (turn/machine.py). Only the last word is read, and only words that
 seldom end an English sentence count; a question may end on its preposition ("Where are you from?"). What
 it misses ("I'd like to book", "Can you tell me") is left to silence as before; what it holds by mistake
@@ -24,7 +23,9 @@ um uh er erm
 """.split())
 # a question may end on its preposition ("Where are you from?", "What is it made of?"): its question mark says so
 STRANDED = frozenset("of to at for with about from into onto between through like".split())
-TRAILS_OFF = re.compile(r"(\.\.\.|…|,|-)\s*$")  # a voice that trailed off, or a clause cut at its comma
+# a clause cut at its comma or dash. Not Whisper's trailing "...": it writes it for a voice that slows as much as
+# for one cut off ("Wait, sorry, how many legs does an insect have..."), so there the words decide
+TRAILS_OFF = re.compile(r"(,|-)\s*$")
 HOW_MANY = re.compile(r"\bhow (many|much)\W*$", re.I)  # a quantity with no noun yet
 
 
