@@ -1,12 +1,13 @@
 """Does the user's turn, as heard so far, stop inside a clause? End-of-turn evidence beyond silence.
 
-A speaker who pauses after "My favourite kind of music is", "I've been thinking about", "How many" or
-"Tell me, um," has not finished: the last word asks for more (a linking verb, a preposition, an article, a
-conjunction, a possessive, a quantifier with no noun, a filler), or it stops at a comma or a dash. A listener keeps quiet there however long the silence; the turn machine's
-`user_unfinished` state does the same (turn/machine.py). Only the last word is read, and only words that
-seldom end an English sentence count; a question may end on its preposition ("Where are you from?"). What
-it misses ("I'd like to book", "Can you tell me") is left to silence as before; what it holds by mistake
-gets its reply at the hold's limit, not in the user's pause.
+A speaker who pauses after "My favourite kind of music is", "I've been thinking about", "How many" or "Tell
+me, um," has not finished: the last word asks for more (a linking verb, a preposition, an article, a
+conjunction, a possessive, a quantifier with no noun, a filler), or it stops at a comma or a dash. A listener
+keeps quiet there however long the silence; the turn machine's `user_unfinished` state does the same
+(turn/machine.py). Only the last word is read, and only words that seldom end an English sentence count; a
+question may end on its preposition ("Where are you from?"). What it misses ("I'd like to book.", "Can you
+tell me?") is left to the turn-end judge (turn/reading.py), or to silence; what it holds by mistake gets its
+reply at the hold's limit, not in the user's pause.
 """
 from __future__ import annotations
 
