@@ -6,7 +6,7 @@ and the user's words, the chance that the user's message ends here is the chance
 end-of-message token next (LiveKit Agents' turn detector asks a fine-tuned Qwen the same question). The
 embedded SmolLM2-135M gives it in one prompt evaluation (10-80 ms on one thread), through llama.cpp's own
 `/completion` endpoint with `n_probs`: on the dev questions it is 0.34-0.96 after every whole question,
-under 0.1 after 9 of 10 fragments that Whisper wrote with a full stop or a question mark, and after four in five
+under 0.1 after 9 of 12 fragments that Whisper wrote with a full stop or a question mark, and after four in five
 of a story's sentences (docs/notes/full-duplex-bench.md). Only for the embedded model (its template, its
 token), and only as a hint: an answer that is late, or a server that does not give one, counts as none.
 """

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# under this chance of the message ending, the user may go on: a third of the least a whole question got (the 80
-# dev questions: 0.34 and up); 9 of 10 fragments Whisper wrote whole ("Can you tell me?") are under it, 32 of 40
-# sentences of the dev stories, and 9 of 142 whole dev turns (greetings, thanks, commands: held 1.5 s)
+# under this chance of the message ending, the user may go on: under a third of the least a whole dev question got
+# (0.34); under it (scripts/turn_end_probe.py): 9 of 12 dev pause fragments as Whisper ends them ("Can you tell
+# me?"), 32 of 40 dev story sentences, 4 of 136 whole dev turns, and 5 of 6 greetings, thanks and commands
 UNSURE_END = 0.1
 JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
 # only words Whisper ended as a sentence are judged: without the mark the chance of the end-of-message token is
