@@ -38,7 +38,7 @@ class TurnEndJudge:
         self._http: httpx.AsyncClient | None = None
         self._end_id: int | None = None
         self.broken = False  # the server gave no usable answer once: asked no more
-        self.asked = self.answered = 0
+        self.asked = 0  # questions put to the server
 
     async def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -73,7 +73,6 @@ class TurnEndJudge:
             log.warning("the turn-end judge at %s gave no answer (%s: %s); pauses are judged by their words alone",
                         self.base, type(e).__name__, e)
             return None
-        self.answered += 1
         return sum(math.exp(float(c["logprob"])) for c in top if int(c["id"]) == end)
 
     async def close(self) -> None:

@@ -200,7 +200,7 @@ class CompactState:
             logp = without_yield(logp)
         if forced is None and not self.hushed and self.floor is not None \
                 and self.floor.state in WAITS and self.held():
-            self.turn_start.hold(vad_prob)  # a pause inside the user's clause: no turn to take, counted as quiet
+            self.turn_start.hold(vad_prob)  # the user holds the floor in their pause: no turn to take, counted as quiet
             forced = PAD
         if self.hushed and forced is None:
             # it stopped by itself, once the Mouth no longer holds back (a frame's silence while the user still
