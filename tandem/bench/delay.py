@@ -105,6 +105,7 @@ def delay_table(runs: list[dict[str, Any]], modes: list[str], delays: list[float
                 "correct": sum(bool(r["correct"]) for r in rs),
                 "llm_ttft_s": _median([r.get("llm_ttft_s") for r in rs]),
                 "llm_cancelled_before_first_token": _median([r.get("llm_cancelled_before_first_token") for r in rs]),
+                "self_repairs": sum(1 for r in rs if r.get("fluent") is False),
             })
     return rows
 
@@ -115,11 +116,12 @@ def table_md(rows: list[dict[str, Any]]) -> str:
 
     lines = ["| mode | LLM delay | onset, median | answer latency, median (questions all modes got right) | "
              "answer latency, median (own correct) | correct | LLM first token, median | streams cancelled before "
-             "their first token, median |", "|---|---|---|---|---|---|---|---|"]
+             "their first token, median | heard self-repairs |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['mode']} | {r['llm_delay_s']:g} s | {f(r['onset_s'])} | {f(r['answer_s_all_correct'])} "
                      f"(n={r['all_correct']}) | {f(r['answer_s_own_correct'])} | {r['correct']}/{r['runs']} | "
-                     f"{f(r['llm_ttft_s'])} | {r['llm_cancelled_before_first_token']} |")
+                     f"{f(r['llm_ttft_s'])} | {r['llm_cancelled_before_first_token']} | "
+                     f"{r.get('self_repairs', '-')}/{r['runs']} |")
     return "\n".join(lines)
 
 
@@ -215,7 +217,7 @@ def run_delay_bench(args: argparse.Namespace) -> int:
              "llm": upstream.endpoint, "proxy_streams": proxy.streams, "proxy_streams_cut_short": proxy.cut_short}
     (out / "results.json").write_text(json.dumps({"runs": runs, "delay_table": rows, "summary": summary, "meta": extra},
                                                  indent=1))
-    write_summary_md(out / "summary.md", summary, extra)
+    write_summary_md(out / "summary.md", summary, extra, runs=runs)
     every = (out / "summary.md").read_text()
     (out / "summary.md").write_text(f"{table_md(rows)}\n\nEvery measure per mode and delay:\n\n{every}")
     plot_delays(out / "delay.png", rows, modes)

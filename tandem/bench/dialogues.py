@@ -31,6 +31,7 @@ from ..runtime.errors import TandemError
 from ..record.metrics import count_causes, summarize
 from ..think.oracle import DEFAULT_POLICY
 from ..runner import run_session, write_outputs
+from .fluency import fluency, fluency_summary, repair_examples
 from .scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
 from ..runtime.stack import Stack, stack_config
 
@@ -224,7 +225,8 @@ def summarize_dialogues(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
                                  "deadline_misses": int(sum(r.get("deadline_misses", 0) for r in ok)),
                                  "miss_causes": count_causes(ok),
                                  "onset_s_median": _median([r.get("onset_s") for r in ok]),
-                                 "answer_s_median": _median([r.get("answer_s") for r in ok])}
+                                 "answer_s_median": _median([r.get("answer_s") for r in ok]),
+                                 "self_repairs": fluency_summary(ok)["self_repairs"]}
             if kind != "backchannel":
                 m["correct"] = _count(rs, "correct")
             if kind == "interrupt":
@@ -248,7 +250,7 @@ def _cell(v: Any) -> str:
 
 def write_summary_md(path: Path, summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]],
                      extra: dict[str, Any]) -> None:
-    cols = ["dialogues", "failed", "correct", "onset_s_median", "answer_s_median", "yielded_within_0.5s",
+    cols = ["dialogues", "failed", "correct", "self_repairs", "onset_s_median", "answer_s_median", "yielded_within_0.5s",
             "yield_s_median", "yield_s_max", "never_yielded", "yielded_and_answered", "talked_through",
             "reply_kept", "talking_at_onset", "deadline_misses", "miss_causes"]
     lines = ["| mode / kind | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
@@ -265,6 +267,9 @@ def write_summary_md(path: Path, summary: dict[str, dict[str, Any]], runs: list[
                      f"| {_cell(r.get('onset_s'))} | {_cell(r.get('answer_s'))} | {_cell(r.get('yield_s'))} "
                      f"| {_cell(r.get('talked_through'))} | {r.get('deadline_misses', 0)} | {said} |")
     lines.append("")
+    examples = repair_examples(runs, "dialogue_id")
+    if examples:
+        lines += ["Heard self-repairs (each reply's audio transcribed, `bench/fluency.py`):", "", *examples, ""]
     lines += [f"- {k}: {v}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + "\n")
 
@@ -304,15 +309,19 @@ def plot_dialogues(path: Path, runs: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
+def turn_windows(spans: list[Span], n: int) -> list[tuple[int, int]]:
+    """Samples from each user turn's onset to the next one's (the last: to the end of the channel)."""
+    starts = [int(sp.onset * SAMPLE_RATE) for sp in spans]
+    return list(zip(starts, starts[1:] + [n]))
+
+
 def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list[Span],
                     turns: list[Turn]) -> list[list[Word]]:
     """The assistant's words heard from each turn's onset to the next turn's (the last: to the end),
     transcribed window by window (short windows keep Whisper's word times and text reliable), each heard
     with what the user has said so far as the listener's context (`scoring.hear`)."""
     out = []
-    for i, sp in enumerate(spans):
-        a = int(sp.onset * SAMPLE_RATE)
-        b = int(spans[i + 1].onset * SAMPLE_RATE) if i + 1 < len(spans) else len(assistant)
+    for i, (sp, (a, b)) in enumerate(zip(spans, turn_windows(spans, len(assistant)))):
         context = listening_context(" ".join(t.say for t in turns[: i + 1]), turns[i].answers)
         out.append([Word(w.text, w.start + sp.onset, w.end + sp.onset)
                     for w in hear(transcriber, assistant[a:b], turns[i].answers, context, after=sp.end - sp.onset)])
@@ -359,6 +368,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
                         write_outputs(res, paths["output_wav"], paths["timeline"], paths["plot"])
                         words = _words_per_turn(transcriber, res.assistant, spans, d.turns)
                         rec.update(score_dialogue(d, spans, res.assistant, words, res.timeline.to_dict()))
+                        rec.update(fluency(transcriber, res.assistant, rec["said_text"], turn_windows(spans, len(res.assistant))))
                         rec.update({k: str(v) for k, v in paths.items()})
                     except TandemError:
                         raise

@@ -23,6 +23,7 @@ from ..runtime.errors import TandemError
 from ..record.metrics import count_causes, summarize
 from ..think.oracle import DEFAULT_POLICY
 from ..runner import run_session, write_outputs
+from .fluency import fluency, fluency_summary, repair_examples
 from .scoring import Transcriber, find_answer, hear, listening_context, onset_after, response_gaps, speech_end_of
 from ..runtime.stack import Stack, stack_config
 
@@ -52,6 +53,7 @@ def score_run(tl: dict[str, Any], user: np.ndarray, assistant: np.ndarray, q: Qu
         # the last oracle's names and numbers said whole and in order (None: no oracle, or none in it,
         # or a reply still being said when the recording ended, cut before its last key words)
         "copy_exact": copy_judgement(s["said"], last_oracle_text(tl), assistant),
+        **fluency(transcriber, assistant, s["said"]),
     }
 
 
@@ -80,6 +82,7 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
         m["copy_exact"] = f"{sum(judged)}/{len(judged)}" if judged else None
         m["late_p99_ms_max"] = max([r.get("late_p99_ms", 0.0) for r in ok], default=None)
         m["final_latency_s_max"] = max([r["final_latency_s"] for r in ok if r.get("final_latency_s") is not None], default=None)
+        m.update(fluency_summary(ok))
         out[mode] = m
     return out
 
@@ -106,8 +109,8 @@ def paired_answers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any],
-                     pairs: list[dict[str, Any]] | None = None) -> None:
-    keys = ["runs", "failed", "correct_rate", "onset_s_median", "answer_s_median", "final_latency_s_median",
+                     pairs: list[dict[str, Any]] | None = None, runs: list[dict[str, Any]] | None = None) -> None:
+    keys = ["runs", "failed", "correct_rate", "self_repairs", "repair_kinds", "repairs_in_text", "onset_s_median", "answer_s_median", "final_latency_s_median",
             "final_latency_s_max", "gap_max_s_median", "partial_stale_median_s_median", "vad_end_delay_s_median", "llm_ttft_s_median",
             "tts_first_audio_s_median", "starts_median", "cancels_median", "oracle_tokens_fed_median",
             "oracle_resets_median", "oracle_restarts_median", "oracle_kept_median", "copy_exact", "late_p99_ms_max", "deadline_misses", "miss_causes"]
@@ -122,6 +125,9 @@ def write_summary_md(path: Path, summary: dict[str, Any], extra: dict[str, Any],
         lines += [f"| {p['tandem']} | {p['cascade']} | {p['questions']} | {p['tandem_answer_s']} s | "
                   f"{p['cascade_answer_s']} s | {p['ratio']}x |" for p in pairs]
         lines.append("")
+    examples = repair_examples(runs or [], "question_id")
+    if examples:
+        lines += ["Heard self-repairs (the assistant's audio transcribed, `bench/fluency.py`):", "", *examples, ""]
     for k, v in extra.items():
         lines.append(f"- {k}: {v}")
     path.write_text("\n".join(lines) + "\n")
@@ -235,5 +241,5 @@ def run_bench(args: argparse.Namespace) -> int:
         extra["llm_load_tokens"] = load.tokens
     pairs = paired_answers(runs)
     report(out, {"runs": runs, "summary": summary, "pairs": pairs, "meta": extra},
-           lambda p: write_summary_md(p, summary, extra, pairs), "latency.png", lambda p: plot_latencies(p, runs))
+           lambda p: write_summary_md(p, summary, extra, pairs, runs), "latency.png", lambda p: plot_latencies(p, runs))
     return 0
