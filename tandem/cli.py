@@ -293,6 +293,8 @@ def _add_decode_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-settled-turn", action="store_true",
                    help="let the model alone decide its turn once the oracle answers the final transcript "
                         "(the rule before 2026-12-04: overruled only after 12 quiet frames)")
+    p.add_argument("--no-commit", action="store_true",
+                   help="say every word as the model chooses it, before its answer is settled too (to measure the gate)")
     p.add_argument("--copy-any-oracle", action="store_true",
                    help="let the pointer copy from oracles withdrawn by a reset too (the rule before 2026-12-02)")
 

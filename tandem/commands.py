@@ -112,7 +112,7 @@ def decode_rules(args: argparse.Namespace):  # noqa: ANN202 - DecodeRules, impor
     from .frontends.compact.decoding import DecodeRules
 
     return DecodeRules(word_cursor=not args.no_word_cursor, repair=not args.no_repair,
-                       settled_turn=not args.no_settled_turn)
+                       settled_turn=not args.no_settled_turn, commit=not getattr(args, "no_commit", False))
 
 
 def replay(args: argparse.Namespace) -> int:

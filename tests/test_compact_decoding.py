@@ -307,19 +307,24 @@ def test_a_reply_the_model_begins_further_on_in_the_oracle_begins_at_its_first_w
 
     from tandem.frontends.compact.decoding import CompactState
 
-    def reply(hushed: bool) -> int:  # the oracle restarted and fed its words; the model wants `later`
+    def reply(hushed: bool, settled: bool = True, under_way: bool = False) -> int:
+        """The oracle restarted and fed its words; the model wants `later`."""
         st = CompactState.new(lambda text: [], starts_word=lambda t: t in (opening, later, own))
+        for fed in (START, opening, later):
+            st.fed(fed)
+        if under_way:
+            st.begun_words[opening] += 1  # the reply said the oracle's first word, then waited
         st.turn_start.choose(eager, vad_prob=0.9)  # the user spoke
         if hushed:
             st.hush()
-        for fed in (START, opening, later):
-            st.fed(fed)
         st.answer_waiting = True
-        said = [st.decide(eager, vad_prob=0.05, settled=True, opening=opening) for _ in range(20)]
+        said = [st.decide(eager, vad_prob=0.05, settled=settled, opening=opening) for _ in range(20)]
         return next(t for t in said if t > END)
 
     assert reply(hushed=True) == opening, "the reply after one the user dropped begins at the oracle's start"
-    assert reply(hushed=False) == later, "elsewhere the model's word: a reply going on after a wait"
+    assert reply(hushed=False) == opening, "a reply to a settled answer begins where the answer does"
+    assert reply(hushed=False, under_way=True) == later, "a reply under way goes on after a wait"
+    assert reply(hushed=False, settled=False) == later, "an answer not settled: the model's word"
 
 
 def test_only_an_oracle_started_during_the_users_turn_counts_as_an_answer_waiting():

@@ -26,6 +26,7 @@ def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: 
     for t, text in partials:
         timeline.add(tl.PARTIAL, t=t, text=text)
     timeline.add(tl.VAD_END, t=speech_end_s + 0.4, audio_s=speech_end_s)
+    settle_frame = round((speech_end_s + 0.4) / FRAME_S)  # the final came with the voice's end, and kept the stream
     fe.reset()
     text = ""
     timeline.meta["oracle_policy"] = "prefix"
@@ -40,8 +41,11 @@ def record_session(fe: CompactFrontEnd, partials: list[tuple[float, str]], vad: 
                 ids = fe.tokenizer.encode(word)
                 stream.append(ids, k)
                 timeline.add(tl.ORACLE_APPEND, text=word, tokens=ids)
+        if k == settle_frame:
+            timeline.add(tl.ORACLE_SETTLED, settled=True)
         otok = stream.token(k)
-        out = fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5, text), otok)
+        out = fe.step(UserFrame(np.zeros(1920, np.float32), v, v > 0.5, text, oracle_settled=k >= settle_frame,
+                                oracle_upcoming=stream.upcoming(k) if k >= settle_frame else None), otok)
         timeline.add_frame(t, 0.0, 1.0, otok, " ".join(out.text), v)
     return timeline.to_dict()
 

@@ -91,3 +91,12 @@ def test_a_chemical_symbol_is_heard_as_its_letters(hibari):
         heard = " ".join(w.text for w in transcriber.words(hibari.synthesize(text)))
         print(f"{text!r} -> {heard!r}")
         assert "".join(re.findall(r"[a-z]", heard.lower())).endswith(letters), heard
+
+
+def test_a_number_too_long_for_scale_words_is_read_group_by_group(hibari):
+    assert respell("It is 7,987,987.") == "It is 7,987,987."
+    long = "There are 7," + "987," * 13
+    assert respell(long) == "There are 7 " + " ".join(["987"] * 13) + ","
+    assert respell("1" * 20) == "11 111 111 111 111 111 111"
+    # hibari raised on it (a scale past "decillion"), and the segment was silent
+    assert float(np.max(np.abs(hibari.synthesize(long)))) > 0.05

@@ -96,6 +96,8 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # turn/unfinished.py)
     "tandem-no-hold": ("tandem", {"hold_unfinished": False, "judge_turn_end": False}),
     "tandem-words-only": ("tandem", {"judge_turn_end": False}),  # the words' hold without the LLM's turn-end judge
+    # every word said as the model chooses it, before the answer settles too (frontends/compact/commit.py)
+    "tandem-no-commit": ("tandem", {"commit": False}),
 }
 
 

@@ -64,7 +64,22 @@ _RESPELL = re.compile("|".join((
 )))
 
 
+# a number longer than this is read group by group: hibari's scale words end at "decillion" (36 digits), and a
+# longer one (a small LLM's "7,987,987,987,..." looping) raised inside it and left the segment silent
+MAX_SCALED_DIGITS = 15  # up to the trillions; a listener follows no longer number by its scale words
+_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+|\d+")
+
+
+def _grouped(m: re.Match) -> str:
+    digits = m.group(0).replace(",", "")
+    if len(digits) <= MAX_SCALED_DIGITS:
+        return m.group(0)
+    head = len(digits) % 3 or 3
+    return " ".join([digits[:head]] + [digits[i: i + 3] for i in range(head, len(digits), 3)])
+
+
 def respell(text: str) -> str:
     """`text` with each word hibari mispronounces given its phonemes, e.g. "Hmm, so." ->
-    "[Hmm](/mmmmm/), so.", "It is Au." -> "It is [Au](/ˌAjˈu/)."; everything else unchanged."""
-    return _RESPELL.sub(_respell, text)
+    "[Hmm](/mmmmm/), so.", "It is Au." -> "It is [Au](/ˌAjˈu/)."; a number too long for scale words read
+    group by group; everything else unchanged."""
+    return _RESPELL.sub(_respell, _NUMBER.sub(_grouped, text))

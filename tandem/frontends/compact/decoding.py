@@ -32,6 +32,7 @@ from ...turn.machine import ANSWER_DUE, HOLD_EXPIRED, State, TurnMachine
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
 from .turn_start import MAX_MAY_GO_ON_WAIT_FRAMES, MAX_TURN_WAIT_FRAMES, MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due
+from .commit import CommitGate
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
@@ -103,6 +104,7 @@ class CompactState:
     hushed: bool = False  # the dropped reply's words are not said (`hush`)
     floor: TurnMachine | None = None  # the conversation's turn machine (`held`); None: decoding alone
     repair: RepairWatch | None = None  # "sorry," when a newer oracle contradicts the reply (`repair.py`); None: off
+    commit: CommitGate | None = None  # before the answer settles, only words it cannot take back (`commit.py`); None: off
     # since the oracle's last start token: its words fed, and the words begun, by their first piece (`rereads_word`)
     oracle_words: Counter[int] = field(default_factory=Counter)
     begun_words: Counter[int] = field(default_factory=Counter)
@@ -137,6 +139,19 @@ class CompactState:
         # even where the model's last word came after the user's voice had stopped (a loadtest's "It was",
         # dropped by the final's words: the answer fed again was never taken)
         self.turn_start.armed, self.turn_start.quiet = True, 0
+
+    @staticmethod
+    def _nothing_said(tok: int) -> bool:
+        return True  # any first word: no word of the settled answer has been begun
+
+    def withdrawn(self) -> None:
+        """The machine withdrew the reply begun, unheard: the model is hushed, the word it copied is not
+        finished, and nothing of it is repaired (a "sorry," began a later reply that nobody heard the
+        first words of)."""
+        self.hush()
+        self.cursor = None
+        if self.repair is not None:
+            self.repair.forget()
 
     def held(self) -> bool:
         """The user holds the floor (`TurnMachine.user_holds_floor`), which this tells the machine it gives back:
@@ -215,8 +230,18 @@ class CompactState:
         self.turn_start.took_opening = False
         # only the first word of the reply that replaces one the user dropped is put back to the oracle's start:
         # elsewhere a word further on is the reply going on after a wait ("The play [wait] was written by")
-        in_oracle = self.oracle_words.__contains__ if self.after_drop else None
+        # and a reply to a settled answer, nothing of it said yet, begins where the answer does: the model's own
+        # first word ("I", "Well,") was followed by "sorry," and the answer ("I, sorry, the Eiffel Tower is in Paris.")
+        in_oracle = self.oracle_words.__contains__ if self.after_drop else (
+            self._nothing_said if settled and not self.begun_words else None)
+        before = (self.turn_start.armed, self.turn_start.chance, self.turn_start.quiet)
         tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening, in_oracle) if forced is None else forced
+        if forced is None and tok > END and self.commit is not None and self.starts_word is not None \
+                and self.starts_word(tok) and self.commit.holds(tok, self.user_q.seen, settled, bool(self.oracle_words)):
+            # a word the answer to the final may take back: wait for it, the turn still to take if not yet taken
+            self.turn_start.armed, self.turn_start.chance, self.turn_start.quiet = before
+            self.turn_start.hold(vad_prob)
+            tok = PAD
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
@@ -251,6 +276,7 @@ class DecodeRules:
     ahead_words: int = 99  # at most this many whole words ahead of the model
     repair_first: bool = True  # a settled newer oracle is judged on all it holds, and a due repair is said before any word ahead
     settled_turn: bool = True  # a settled answer takes the turn SETTLED_TURN_WAIT_FRAMES after the voice stops (`turn_due`)
+    commit: bool = True  # `commit.CommitGate`: before the answer settles, only words it cannot take back
 
     def state(self, tokenizer: "CompactTokenizer", encode: Callable[[str], list[int]] | None = None) -> CompactState:
         """A fresh session state; `encode` turns the transcript into user tokens (the tokenizer's by default)."""
@@ -260,6 +286,8 @@ class DecodeRules:
         st.ahead_words = self.ahead_words
         st.repair_first = self.repair_first
         st.settled_turn = self.settled_turn
+        if self.commit and self.word_cursor:
+            st.commit = CommitGate(lambda t: tokenizer.decode([t]))
         return st
 
 

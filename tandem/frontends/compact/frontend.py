@@ -209,10 +209,11 @@ class CompactFrontEnd:
     name = "compact"
 
     def __init__(self, checkpoint: str | Path | None = None, tts: TTS | None = None, threads: int = 1,
-                 pool: "CompactPool | None" = None, voice_ahead: bool = True, settled_turn: bool = True) -> None:
+                 pool: "CompactPool | None" = None, voice_ahead: bool = True, settled_turn: bool = True,
+                 commit: bool = True) -> None:
         self.pool = pool
-        if not (voice_ahead and settled_turn):
-            self.rules = DecodeRules(voice_ahead=voice_ahead, settled_turn=settled_turn)
+        if not (voice_ahead and settled_turn and commit):
+            self.rules = DecodeRules(voice_ahead=voice_ahead, settled_turn=settled_turn, commit=commit)
         if pool is None:
             torch.set_num_threads(threads)
             self.model, self.tokenizer, self.meta = _load(checkpoint)
@@ -290,8 +291,7 @@ class CompactFrontEnd:
         if self._withdraw:
             self._withdraw = False
             if self.mouth.withdraw():
-                st.hush()  # the model is fed silence until it chooses silence: its withdrawn words stay unsaid
-                st.cursor = None  # and the word it copied is not finished from the oracle
+                st.withdrawn()  # the model is fed silence until it chooses silence: its withdrawn words stay unsaid
         if self._ack_due and not speaking(user.vad_prob):
             self._ack_due = False
             if self.mouth.floor.state is State.USER_MAY_GO_ON and user.transcript.rstrip().endswith((".", "!")):

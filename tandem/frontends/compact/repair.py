@@ -54,6 +54,10 @@ class RepairWatch:
             # the words it holds beyond the feed, up to the end of this oracle (PADs between them skipped)
             self._judge([t for t in takewhile(lambda t: t > END or t == PAD, upcoming or ()) if t > END])
 
+    def forget(self) -> None:
+        """The reply was withdrawn unheard: nothing said so far is to be repaired."""
+        self.reply, self.said_from, self.due, self.just_repaired = [], None, [], False
+
     @property
     def pending(self) -> bool:
         """A repair is due and not yet said whole: nothing is read ahead of it."""

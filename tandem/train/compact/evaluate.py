@@ -29,6 +29,7 @@ def run_greedy(model: CompactLM, tok: CompactTokenizer, ex: Example, oracle_on: 
     forced to PAD, as if the model had chosen silence there."""
     cache = model.new_state(1)
     state = rules.state(tok, lambda text: [])  # the example's user stream is already tokenised
+    state.commit = None  # a synthetic dialogue's oracle is the answer to its turn: nothing is left to settle
     out = np.zeros(len(ex.target), np.int64)
     for f in range(len(ex.target)):
         o = int(ex.oracle[f]) if oracle_on else PAD
