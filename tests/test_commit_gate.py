@@ -79,3 +79,24 @@ def test_a_withdrawn_reply_leaves_nothing_to_repair():
     st.withdrawn()
     assert st.hushed and st.cursor is None
     assert st.repair.reply == [] and st.repair.due == [] and st.repair.next_token() is None
+
+
+
+def fed_cache(tokens: list[int]) -> dict[str, torch.Tensor]:
+    """A model cache's record of the oracle tokens fed, one a frame from frame 0 (the stream's START)."""
+    n = len(tokens)
+    return {"reset_pos": torch.tensor([0]), "pos": torch.tensor([n]), "slot_pos": torch.arange(n)[None],
+            "oracle": torch.tensor(tokens)[None]}
+
+
+def test_a_held_reply_goes_on_with_the_settled_answers_next_word():
+    from tandem.frontends.compact.decoding import resume_piece
+
+    st = CompactState.new(lambda text: [], starts_word=lambda t: t in TEXT)
+    st.said = [IDS["It"], IDS["is"]]
+    settled = fed_cache([START, IDS["It"], PAD, IDS["is"], IDS["Buenos"], PAD])
+    assert resume_piece(settled, 0, st, 64) == (4, IDS["Buenos"]), "the word after what was said, and its frame"
+    assert resume_piece(fed_cache([START, IDS["The"], IDS["Buenos"]]), 0, st, 64) is None, "another opening: the repair's"
+    assert resume_piece(fed_cache([START, IDS["It"], IDS["is"]]), 0, st, 64) is None, "the next word not fed yet"
+    st.said = []
+    assert resume_piece(settled, 0, st, 64) is None, "nothing said: the turn's opening rule, not this"

@@ -72,5 +72,9 @@ class CommitGate:
         self.holds_total += 1
         return True
 
+    def resumed(self) -> None:
+        """The held reply went on with the settled answer's next word (decoding.resume_piece)."""
+        self.waited = 0
+
 
 __all__ = ["CommitGate", "MAX_COMMIT_WAIT_FRAMES", "NOT_RESTATED", "OPENING_WORDS", "restatable"]

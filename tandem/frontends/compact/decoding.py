@@ -345,11 +345,20 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         # only a turn taken for the model reads it (`TurnStart.choose`), never while the user speaks
         opening = (opening_piece(cache, r, st, lp.shape[0])
                    if st.turn_start.armed and st.answer_waiting and not speaking(x.vad_prob) else None)
+        # a reply the commit gate held goes on with the settled answer's next word: held, the model lost its place
+        # ("It is [held] Aires." for "It is Buenos Aires.")
+        resume = (resume_piece(cache, r, st, lp.shape[0]) if forced is None and st.commit is not None
+                  and st.commit.waited and x.settled and not speaking(x.vad_prob) else None)
+        if resume is not None:
+            forced = resume[1]
+            st.commit.resumed()
         tok = st.decide(lp, x.vad_prob, forced, x.settled, opening[1] if opening else None)
         if st.repair is not None:
             st.repair.said(tok, st.began_reply)
         if st.turn_start.took_opening and opening is not None:
             st.cursor = opening[0]  # the word goes on from the oracle, and the voice reads ahead from it
+        elif resume is not None and tok == resume[1]:
+            st.cursor = resume[0]
         else:
             st.cursor = rest[0] if rest is not None and tok == rest[1] else None
         # with a repair due, "sorry," comes before any whole word ahead (the word under way is finished)
@@ -370,6 +379,27 @@ def opening_piece(cache: dict[str, torch.Tensor], r: int, st: CompactState, voca
         if tok is None or tok == PAD:
             continue
         return (frame, tok) if END < tok < vocab and st.starts_word(tok) else None
+    return None
+
+
+def resume_piece(cache: dict[str, torch.Tensor], r: int, st: CompactState, vocab: int) -> tuple[int, int] | None:
+    """(oracle frame, piece) of the newest stream's word after the words the reply has said, when what it said
+    is the stream's beginning ("It is" of "It is Buenos Aires."), or None: it said something else (the repair's
+    to judge), or that word has not been fed yet."""
+    start = int(cache["reset_pos"][r]) if "reset_pos" in cache else -1
+    said = [t for t in st.said if t > END]
+    if start < 0 or st.starts_word is None or not said:
+        return None
+    k = 0
+    for frame in range(start + 1, int(cache["pos"][r])):
+        tok = fed_token(cache, r, frame)
+        if tok is None or tok <= END:
+            continue
+        if k == len(said):
+            return (frame, tok) if tok < vocab and st.starts_word(tok) else None
+        if tok != said[k]:
+            return None
+        k += 1
     return None
 
 
