@@ -7,7 +7,7 @@ from tandem.frontends.compact.commit import MAX_COMMIT_WAIT_FRAMES, CommitGate, 
 from tandem.frontends.compact.decoding import CompactState
 from tandem.frontends.compact.tokenizer import END, PAD, START
 
-WORDS = ["It", "is", "not", "Buenos", "capital", "cap", "I", "2", "The", "In", "1945,", ","]
+WORDS = ["It", "is", "not", "Buenos", "capital", "cap", "I", "2", "The", "In", "1945,", ",", "-", " "]
 IDS = {w: END + 1 + i for i, w in enumerate(WORDS)}
 TEXT = {i: w for w, i in IDS.items()}
 
@@ -21,6 +21,7 @@ def test_openings_and_the_users_own_words_are_safe_and_facts_are_not():
     question = "What is the capital of Argentina?"
     assert [w for w in WORDS if g.safe(IDS[w], question)] == ["It", "is", "capital", "cap", "The", ","]
     assert g.safe(IDS["2"], "What is two plus two?"), "a number restated in its spoken form"
+    assert not g.safe(IDS["-"], question) and not g.safe(IDS[" "], question), 'a sign, or a bare space, begins "-40"'
     assert not g.safe(IDS["In"], "In what year did World War II end?"), "the question's frame is not restated"
     assert "i'm" not in restatable("I'm asking what I should do") and "asking" in restatable("I'm asking")
 

@@ -30,6 +30,7 @@ OPENING_WORDS = frozenset("it it's its the a an there they this that these those
 # to a kind of reply ("I'm", "not")
 NOT_RESTATED = frozenset("in on at to for from by with about what which who whom whose where when why how do does "
                          "did can could would will i i'm me my you your not no yes please tell".split())
+CLAUSE_MARKS = set(",.;:!?")
 MAX_COMMIT_WAIT_FRAMES = 25  # 2 s: longer than a final and its answer take with the embedded LLM (0.6 s)
 MIN_PREFIX = 2  # a word's first piece counts as a restated word when it begins one of the user's (two letters at least)
 
@@ -54,8 +55,11 @@ class CommitGate:
 
     def safe(self, piece: int, user_text: str) -> bool:
         """A word beginning with `piece` commits to nothing the settled answer may take back."""
-        w = _norm(self.piece_text(piece))
-        if not w or w in OPENING_WORDS:
+        text = self.piece_text(piece).strip()
+        w = _norm(text)
+        if not w:  # a clause's mark goes with the words before it; a sign begins a fact ("-40", "$5", "(JPY)")
+            return bool(text) and all(c in CLAUSE_MARKS for c in text)  # a bare space piece begins "-4"
+        if w in OPENING_WORDS:
             return True
         if user_text != self._user_text:
             self._user_text, self._restatable = user_text, restatable(user_text)

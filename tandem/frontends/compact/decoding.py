@@ -184,6 +184,10 @@ class CompactState:
         last = next((t for t in islice(reversed(self.emitted), REPEAT_WINDOW_FRAMES) if t > END), None)
         return last == tok
 
+    def says_again(self, tok: int) -> bool:
+        """`tok` would say a word again that the guards below stop (`repeats_last_word`, `rereads_word`)."""
+        return tok > END and (self.repeats_last_word(tok) or self.rereads_word(tok))
+
     def fed(self, oracle: int) -> None:
         """This frame's oracle token: a start token begins a new oracle, whose words are counted afresh."""
         if oracle == START:
@@ -245,7 +249,7 @@ class CompactState:
         self.began_reply = False
         if tok <= END:
             self.looping = False  # the model stopped by itself: it may speak again
-        elif self.repeats_last_word(tok) or self.rereads_word(tok):
+        elif self.says_again(tok):
             tok = PAD  # fed back as silence: the model waits for the oracle's next word instead
         else:
             if self.starts_word is not None and self.starts_word(tok):
@@ -345,10 +349,12 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         # only a turn taken for the model reads it (`TurnStart.choose`), never while the user speaks
         opening = (opening_piece(cache, r, st, lp.shape[0])
                    if st.turn_start.armed and st.answer_waiting and not speaking(x.vad_prob) else None)
-        # a reply the commit gate held goes on with the settled answer's next word: held, the model lost its place
-        # ("It is [held] Aires." for "It is Buenos Aires.")
-        resume = (resume_piece(cache, r, st, lp.shape[0]) if forced is None and st.commit is not None
-                  and st.commit.waited and x.settled and not speaking(x.vad_prob) else None)
+        # a reply the commit gate held, or one whose model would say its last word again, goes on with the settled
+        # answer's next word: held, the model lost its place ("It is [held] Aires." for "It is Buenos Aires.", "the
+        # [the, the...] Giza are" for "the pyramids of Giza are")
+        resume = (resume_piece(cache, r, st, lp.shape[0]) if forced is None and st.commit is not None and x.settled
+                  and not speaking(x.vad_prob) and (st.commit.waited or st.says_again(int(torch.argmax(lp))))
+                  else None)
         if resume is not None:
             forced = resume[1]
             st.commit.resumed()
