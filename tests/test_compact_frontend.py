@@ -181,7 +181,8 @@ def test_after_an_interruption_the_dropped_reply_is_not_carried_on_in_the_users_
     from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES
     from tandem.frontends.compact.tokenizer import START
 
-    fe = CompactFrontEnd(tts=WordTTS())
+    # a scripted model says its script whatever the commit gate holds, and this answer never settles
+    fe = CompactFrontEnd(tts=WordTTS(), commit=False)
     words = fe.tokenizer.encode(" once upon a time there was a dragon who lived in a cave far away from the city and"
                                 " every night it flew over the hills looking for something new to eat before dawn")
     script_model(fe, [PAD] * 2 + words + words)

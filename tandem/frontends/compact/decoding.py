@@ -330,10 +330,8 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
                 st.oracle_started = True
             elif st.oracle_started and END < x.oracle < lp.shape[0]:
                 st.answer_waiting = True
-        # the word is whole: no more pieces; and after silence no piece goes on a word (a word the commit gate
-        # held, "Bu|enos", came out as "enos" once the model's pointer had moved on)
-        if rest is None and x.forced is None and (copied_word_ended(cache, r, st) or after_silence(st)):
-            lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))
+        if rest is None and x.forced is None and copied_word_ended(cache, r, st):
+            lp = lp.masked_fill(st.continuations(lp.shape[0]), float("-inf"))  # the word is whole: no more pieces
             lp = lp - torch.logsumexp(lp, dim=-1)
         forced = x.forced
         if st.repair is not None:
@@ -407,11 +405,6 @@ def resume_piece(cache: dict[str, torch.Tensor], r: int, st: CompactState, vocab
             return None
         k += 1
     return None
-
-
-def after_silence(st: CompactState) -> bool:
-    """The last frame was silent, so this frame's piece begins a word or says nothing."""
-    return st.starts_word is not None and st.prev <= END
 
 
 def copied_word_ended(cache: dict[str, torch.Tensor], r: int, st: CompactState) -> bool:
