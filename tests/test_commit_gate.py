@@ -101,3 +101,24 @@ def test_a_held_reply_goes_on_with_the_settled_answers_next_word():
     assert resume_piece(fed_cache([START, IDS["It"], IDS["is"]]), 0, st, 64) is None, "the next word not fed yet"
     st.said = []
     assert resume_piece(settled, 0, st, 64) is None, "nothing said: the turn's opening rule, not this"
+
+
+def test_a_sorry_nothing_calls_for_is_not_said():
+    """The newer oracle goes on from what was said ("It was invented" of "It was invented by Thomas Edison."):
+    the model's own "sorry," would be a stumble; a newer one that contradicts it still gets the repair."""
+    from tandem.frontends.compact.repair import RepairWatch
+
+    sorry = [IDS[","]]
+    w = RepairWatch(sorry)
+    for t in (START, IDS["It"], IDS["is"], IDS["not"]):
+        w.fed(t)
+    w.said(IDS["It"], began_reply=True)
+    w.said(IDS["is"], began_reply=False)
+    for t in (START, IDS["It"], IDS["is"], IDS["Buenos"]):
+        w.fed(t)
+    assert w.agreed and w.needless(IDS[","]) and not w.needless(IDS["Buenos"])
+    w.fed(START)
+    assert not w.agreed, "a newer stream is judged afresh"
+    for t in (IDS["The"], IDS["Buenos"]):
+        w.fed(t)
+    assert w.due == sorry and not w.needless(IDS[","]), "a clash is repaired"

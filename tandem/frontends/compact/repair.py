@@ -36,6 +36,7 @@ class RepairWatch:
     _offered: bool = False  # a repair token was offered this frame
     _user_frames: int = 0  # frames in a row the user has been speaking
     just_repaired: bool = False  # the repair is said and the reply has not gone on yet: no second "sorry,"
+    agreed: bool = False  # the newest oracle agrees with all the reply said of the one before (`needless`)
 
     def fed(self, tok: int, upcoming: tuple[int, ...] | None = None) -> None:
         """The oracle token fed this frame, and what the oracle holds for the frames after it, when it
@@ -44,6 +45,7 @@ class RepairWatch:
         alone came after the voice had said the newer answer ("It is Vien is Canberra. sorry, It is
         Canberra.")."""
         if tok == START:
+            self.agreed = False
             found = self._reading(self.stream)
             if found is not None and not self.due:
                 self.said_from = found
@@ -56,7 +58,13 @@ class RepairWatch:
 
     def forget(self) -> None:
         """The reply was withdrawn unheard: nothing said so far is to be repaired."""
-        self.reply, self.said_from, self.due, self.just_repaired = [], None, [], False
+        self.reply, self.said_from, self.due, self.just_repaired, self.agreed = [], None, [], False, False
+
+    def needless(self, tok: int) -> bool:
+        """`tok` begins a "sorry," that nothing calls for: the newer oracle agrees with what was said. The model
+        learned that a new oracle under way is repaired, and said "It was invented, sorry, it was invented by
+        Thomas Edison." of one that went on from its words."""
+        return self.agreed and not self.due and tok == self.repair_ids[0]
 
     @property
     def pending(self) -> bool:
@@ -142,3 +150,4 @@ class RepairWatch:
             self.repairs += 1
         elif len(seen) > len(said):
             self.said_from = None  # it agrees with all that was said: the reply carries on with it
+            self.agreed = True
