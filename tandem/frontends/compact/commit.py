@@ -69,8 +69,10 @@ class CommitGate:
     def holds(self, piece: int, user_text: str, settled: bool, answer_fed: bool) -> bool:
         """Wait this frame instead of beginning the word `piece`? Only while an answer has been fed and is
         not settled, for a word that is not `safe`, and not longer than MAX_COMMIT_WAIT_FRAMES."""
-        if settled or not answer_fed or self.safe(piece, user_text) or self.waited >= MAX_COMMIT_WAIT_FRAMES:
-            self.waited = 0 if settled or not answer_fed else self.waited
+        if settled or not answer_fed:
+            self.waited = 0
+            return False
+        if self.safe(piece, user_text) or self.waited >= MAX_COMMIT_WAIT_FRAMES:
             return False
         self.waited += 1
         self.holds_total += 1

@@ -350,14 +350,14 @@ def step(model: CompactLM, cache: dict[str, torch.Tensor], rows: Sequence[int], 
         # a reply the commit gate held, or one whose model would say its last word again or a "sorry," nothing calls
         # for, goes on with the settled answer's next word: held, the model lost its place ("It is [held] Aires."
         # for "It is Buenos Aires.", "the [the, the...] Giza are" for "the pyramids of Giza are")
-        resume = (resume_piece(cache, r, st, lp.shape[0]) if forced is None and st.commit is not None and x.settled
-                  and not speaking(x.vad_prob) and (st.commit.waited or st.says_again(int(torch.argmax(lp)))
-                                                    or (st.repair is not None and st.repair.needless(int(torch.argmax(lp)))))
-                  else None)
+        top = int(torch.argmax(lp)) if forced is None else None
+        needless = top is not None and st.repair is not None and st.repair.needless(top)
+        resume = (resume_piece(cache, r, st, lp.shape[0]) if top is not None and st.commit is not None and x.settled
+                  and not speaking(x.vad_prob) and (st.commit.waited or st.says_again(top) or needless) else None)
         if resume is not None:
             forced = resume[1]
             st.commit.resumed()
-        elif forced is None and st.repair is not None and st.repair.needless(int(torch.argmax(lp))):
+        elif needless:
             forced = PAD  # the agreeing answer's next word is not fed yet: wait for it
         tok = st.decide(lp, x.vad_prob, forced, x.settled, opening[1] if opening else None)
         if st.repair is not None:
