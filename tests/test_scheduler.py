@@ -12,14 +12,15 @@ from tandem.turn.scheduler import OracleScheduler, SchedulerConfig
 from tandem.think.oracle import WordBuffer
 
 
-def make(srv, **cfg):
+def make(srv, prefill: bool = False, **cfg):
+    """`prefill`: the LLM goes on from a reply begun for it (LLMConfig.prefill)."""
     cfg.setdefault("restate", False)  # the restated opening has its own tests below
     cfg.setdefault("min_turn_words", 2)  # KAME's rule; the shortest turn worth a start has its own test
     t0 = time.perf_counter()
     timeline = tl.Timeline(lambda: time.perf_counter() - t0)
     emitted: list[tuple[str, str]] = []
     config = SchedulerConfig(**cfg)
-    provider = LLMProvider(ChatClient(LLMConfig(url=srv.url, model="m")), form=config.prompt_form)
+    provider = LLMProvider(ChatClient(LLMConfig(url=srv.url, model="m", prefill=prefill)), form=config.prompt_form)
     sched = OracleScheduler(provider, Conversation(), timeline, lambda k, t: emitted.append((k, t)), config)
     return sched, timeline, emitted
 
@@ -579,7 +580,10 @@ async def test_an_opening_the_final_no_longer_fits_is_not_sent_again():
         sched.conv.on_assistant("The capital")
         sched.on_final("What is the capital of Australia?")
         assert sched.stats["starts"] == 2
-        assert [r["text"] for r in timeline.of_kind(tl.RESTATE)] == ["The capital of Austria is"]
+        restated = timeline.of_kind(tl.RESTATE)
+        assert [r["text"] for r in restated] == ["The capital of Austria is", "The capital of Australia is"], \
+            "the old opening is not sent again; the new one goes on from the words said"
+        assert restated[1]["said"] == "The capital"
         await sched.aclose()
 
 
@@ -773,7 +777,8 @@ async def test_a_newer_stream_of_the_turn_resets_the_oracle_only_when_it_says_so
 
 @pytest.mark.parametrize("second, events, appended", [
     ("A spider has 8 legs.", [], ""),  # the held answer again, as "It has 8 legs.": kept
-    ("It has 12.", ["reset", "end"], "It has 12."),  # another answer: a reset, and the opening with the reply
+    # another answer: a reset, and the reply spliced into the opening that goes on from the "A" said
+    ("It has 12.", ["reset", "end"], "A spider has 12."),
 ])
 async def test_an_opening_that_begins_otherwise_than_the_answer_held_waits_for_the_reply(second, events, appended):
     """An answer held from a partial that had no opening ("...a spider hat?"), its first word said: the stream of
@@ -1015,4 +1020,54 @@ async def test_a_failing_check_is_reported_once_and_the_ticker_goes_on():
         errors = timeline.of_kind(tl.ERROR)
         assert [e["source"] for e in errors] == ["scheduler"]
         assert "RuntimeError: boom" in errors[0]["error"]
+        await sched.aclose()
+
+
+async def test_a_stream_started_while_the_voice_says_the_partials_words_goes_on_from_them():
+    """The voice said the partial's "The" as the user's last words came: the stream of the whole question
+    opens with the full opening that begins with it, not the short "It is" ("The... sorry, it is the blue
+    whale."); while the voice is silent, a partial's stream opens afresh."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=[" the", " blue", " whale", "."], first_token_delay_s=0.2)) as srv:
+        sched, timeline, emitted = make(srv, prefill=True, restate=True)  # the LLM goes on from the opening
+        sched.ttfts.append(0.1)  # an LLM that answers soon: openings said short
+        sched.on_partial("what is the tallest animal in")
+        sched.conv.on_assistant("The")
+        sched.on_partial("What is the tallest animal in the world?")
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "It is", "the voice is silent: no reply to go on"
+        sched.talking = lambda: True
+        sched.on_final("What is the tallest animal in the world, then?")
+        restated = timeline.of_kind(tl.RESTATE)[-1]
+        assert (restated["text"], restated["said"]) == ("The tallest animal in the world is", "The")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        last_reset = max(i for i, (k, _) in enumerate(emitted) if k == "reset")
+        assert "".join(t for k, t in emitted[last_reset:] if k == "append") == \
+            "The tallest animal in the world is the blue whale."
+        await sched.aclose()
+
+
+@pytest.mark.parametrize("said, prefilled", [
+    ("It is the", "It is the"),  # fits the question: the LLM goes on from it
+    ("The Earth's", None),  # a word the question does not hold: the reply repairs it
+    ("It is the Sun.", None),  # a whole sentence said: nothing to go on from
+])
+async def test_an_llm_that_continues_replies_goes_on_from_the_words_said_where_they_fit(said, prefilled):
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=[" largest", " one", " is", " Jupiter", "."])) as srv:
+        sched, timeline, emitted = make(srv, prefill=True, restate=True)
+        sched.on_partial("which planet is the")
+        sched.conv.on_assistant(said)
+        sched.on_final("Which planet is the largest?")  # no opening restates it
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        last = srv.requests[-1]["body"]["messages"][-1]
+        assert (last["content"] if last["role"] == "assistant" else None) == prefilled
+        await sched.aclose()
+
+
+async def test_without_continue_said_a_final_after_the_reply_began_is_asked_afresh():
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=["Jupiter", "."])) as srv:
+        sched, timeline, emitted = make(srv, prefill=True, restate=True, continue_said=False)
+        sched.on_partial("which planet is the")
+        sched.conv.on_assistant("It is the")
+        sched.on_final("Which planet is the largest?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        assert srv.requests[-1]["body"]["messages"][-1]["role"] == "user"
         await sched.aclose()

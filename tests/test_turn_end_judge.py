@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tandem.llm.delay_proxy import DelayProxy
 from tandem.llm.local_server import LocalLlamaServer
 from tandem.llm.turn_end import TurnEndJudge, chatml
 from tandem.turn.reading import UNSURE_END
@@ -29,8 +30,14 @@ def test_the_embedded_llm_reads_whole_questions_as_ends_and_fragments_as_going_o
     goes_on = ["Can you tell me?", "I'd like to book.", "I want to know."]
     with LocalLlamaServer() as srv:
         p = asyncio.run(judge_all(srv.url, ends + goes_on))
+        # `tandem bench --llm-delay` puts the delay proxy in front: the judge's own endpoints pass through it
+        with DelayProxy(srv.url, delay_s=2.0) as proxy:
+            t0 = time.perf_counter()
+            via = asyncio.run(judge_all(proxy.url, ends[:1] + goes_on[:1]))
+            took = time.perf_counter() - t0
     assert all(x is not None and x >= UNSURE_END for x in p[:3]), p
     assert all(x is not None and x < UNSURE_END for x in p[3:]), p
+    assert via == pytest.approx([p[0], p[3]], abs=1e-3) and took < 2.0, (via, took)
 
 
 class _NoCompletion(http.server.BaseHTTPRequestHandler):

@@ -2,7 +2,7 @@
 
 Stand-in for a bigger model: a larger LLM mostly costs time before its first token (prefill,
 queueing on a busy GPU) and a lower token rate after it. The proxy forwards `/v1/*` to the upstream
-server and, for streaming chat completions, holds the first content chunk until `delay_s` after the
+server (and any other path to the server's root) and, for streaming chat completions, holds the first content chunk until `delay_s` after the
 request arrived (so the first token comes at max(upstream's own, delay_s): a time to first token of
 `delay_s` on a fast upstream) and, with `rate`, releases later content chunks no faster than `rate`
 per second. Everything else (non-streaming requests, other paths, error answers) passes through.
@@ -96,7 +96,9 @@ class DelayProxy:
         loop = self._loop = asyncio.new_event_loop()
         try:
             app = web.Application(client_max_size=16 * 2**20)
-            app.router.add_route("*", "/v1/{tail:.*}", self._forward)
+            # every path: the OpenAI API under /v1, and a llama.cpp server's own (`/tokenize`, `/completion`: the
+            # turn-end judge's, llm/turn_end.py), which were a 404 and left the judge off in every delayed run
+            app.router.add_route("*", "/{tail:.*}", self._forward)
             # handler_cancellation: a client leaving during a hold cancels the handler, which
             # closes the upstream request; without it the proxy would notice only at its next write
             self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
@@ -130,7 +132,7 @@ class DelayProxy:
         body = await request.read()
         arrived = loop.time()
         delay_s, rate = self.delay_s, self.rate  # this request's settings, whatever changes later
-        url = f"{self.upstream}/{request.match_info['tail']}"
+        url = f"{self.upstream.removesuffix('/v1')}/{request.match_info['tail']}"
         if request.query_string:
             url += "?" + request.query_string
         headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARD}

@@ -129,6 +129,13 @@ def still_fits(opening: str, question: str) -> bool:
     return all(w in asked for w in _norm_words(opening) if w not in _RULE_WORDS)
 
 
+def goes_on_from(opening: str, said: str) -> bool:
+    """`opening` begins with the words `said` (its case and punctuation aside): a reply that said them can
+    go on with it ("The" of "The tallest animal in the world is")."""
+    said_words = _norm_words(said)
+    return bool(said_words) and _norm_words(opening)[: len(said_words)] == said_words
+
+
 def _norm_words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
 

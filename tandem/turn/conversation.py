@@ -91,6 +91,11 @@ class Conversation:
     def reply_under_way(self) -> bool:
         return self._reply_begins() is not None
 
+    def reply_said(self) -> str:
+        """What the assistant has said of its reply to the user's current turn ('' before it begins)."""
+        i = self._reply_begins()
+        return "" if i is None else " ".join(t for role, t in self.turns[i:] if role == "assistant")
+
     def without_reply_under_way(self) -> list[tuple[str, str]]:
         """The turns without the assistant's reply to the user's current turn, where that reply has
         begun: what to ask an LLM for that reply with. Shown its first words as a finished assistant

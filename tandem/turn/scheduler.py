@@ -15,7 +15,8 @@ and the newest one to emit text is adopted, the older ones cancelled. The adopte
 chunk emits `reset`, each chunk `append`. A stream started once the reply is under way (tandem mode
 often speaks before the final transcript exists) is asked the user's turn without the reply's first
 words, as the cascade asks it, and goes on from the restated opening the reply began with: an answer
-that agrees with the one being spoken then continues it, without a restart.
+that agrees with the one being spoken then continues it, without a restart. Where the reply said other
+words of its own (a partial's answer's "The"), the stream goes on from those (`continue_said`).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from ..llm.repeat_guard import RepeatGuard, earlier_replies
 from ..llm.role_guard import RoleEchoGuard
 from ..llm.client import LLMError, LLMUnavailable
 from ..providers.base import OracleProvider, OracleRequest
-from ..think.restate import Splicer, restate, still_fits
+from ..think.restate import Splicer, goes_on_from, restate, still_fits
 from .feeding import OracleFeed
 from .streams import (LLMStream, OracleEmit, SchedulerConfig, ends_sentence, normalized, reads_whole,  # noqa: F401 - importable from here
                       whole_words)
@@ -305,6 +306,10 @@ class OracleScheduler(OracleFeed):
             # "The play Romeo and Juliet by William Shakespeare is written by..." and the reply was taken back
         elif self._opening and not still_fits(self._opening, standalone):
             self._drop_opening()  # the question changed under the opening: the reply repairs it
+        # words the voice says now, or has said of the reply to the turn's final (a reply the user went on past
+        # in a pause is dropped, and the next one opens afresh)
+        said = self.conv.reply_said() if cfg.continue_said and (replying or self.talking()) else ""
+        goes_on = bool(said) and self._go_on_from(said, standalone)
         # the LLM goes on from the opening in full, whichever the front-end says ("It is" names no subject)
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
                                 question=question, asked=asked, opening=self._prefill, max_tokens=cfg.max_tokens,
@@ -316,12 +321,29 @@ class OracleScheduler(OracleFeed):
         opening = self._opening
         if opening:
             st.splicer = Splicer(opening, request.standalone)
-            self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}))
+            self.timeline.add(tl.RESTATE, stream=st.sid, text=opening, **({"reused": True} if replying else {}),
+                              **({"said": said} if goes_on else {}))
             # whole words, so it goes on with a space: the session feeds a word only once whitespace
             # follows it, and the opening's last word ("is") would otherwise wait for the LLM's first
             # token while a front-end that has caught up with the feed falls silent
             self._pass_on(st, opening + " ")
         st.task = asyncio.get_running_loop().create_task(self._run(st, request))
+
+    def _go_on_from(self, said: str, asked: str) -> bool:
+        """Let the opening go on from the words the reply has said (`SchedulerConfig.continue_said`); True where
+        that changed it. Left as it is where it already goes on from them, or where nothing fitting can (words
+        wrong for the question now, "The capital of Austria" for Australia: the reply repairs them)."""
+        if self._opening and goes_on_from(self._opening, said):
+            return False
+        for opening in (self._prefill, restate(asked) if self.config.restate else None):
+            if opening and goes_on_from(opening, said):
+                self._opening = self._prefill = opening
+                return True
+        if (self._continues_replies() and not ends_sentence(said) and still_fits(said, asked)
+                and len(said.split()) <= self.config.continue_said_words):
+            self._opening = self._prefill = said  # the LLM goes on from them ("The" -> "The tallest animal is...")
+            return True
+        return False
 
     def _cancel(self, sid: int, reason: str) -> None:
         st = self._live.pop(sid, None)

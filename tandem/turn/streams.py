@@ -118,6 +118,11 @@ class SchedulerConfig:
     # at 6 sessions "What is the capital?" started a stream that said "It is New York City." before the final's
     # answer came, and a spurious start is a request the shared LLM serves while others wait
     cut_ends_no_question: bool = True
+    # a stream started once the reply has said words goes on from them: an opening that begins with them, else
+    # (an LLM that continues replies) the words themselves, where they still fit the question. Opened afresh, the
+    # final's "It is the blue whale." met a reply that had said the partial's "The" ("The... sorry, it is...")
+    continue_said: bool = True
+    continue_said_words: int = 8  # more said than this is a clause of its own, not an opening to go on from
 
 
 @dataclass
