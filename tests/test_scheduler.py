@@ -191,6 +191,10 @@ async def test_rate_limit_caps_starts_per_window():
             sched.on_partial(" ".join(words))
         assert sched.stats["starts"] == 3
         assert sched.stats["rate_limited"] == 3
+        sched.on_partial(" ".join(words) + " w?")
+        assert sched.stats["starts"] == 4, "a whole question is not capped"
+        sched.on_final(" ".join(words) + " w x.")
+        assert sched.stats["starts"] == 5, "nor is its final"
         await sched.aclose()
 
 
@@ -1094,4 +1098,22 @@ async def test_an_opening_is_said_in_full_where_only_that_begins_as_the_oracle_h
         await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
         sched.on_partial("What is the capital of Egypt?")
         assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "It is", "the held one begins as the short one does"
+        await sched.aclose()
+
+
+@pytest.mark.parametrize("said", ["It is", ""])
+async def test_the_llm_never_goes_on_from_an_opening_whose_subject_the_final_changed(said):
+    """The short "It is" fits any question, its full "The capital of Austria is" not the final's "...of Australia?":
+    the LLM, going on from the old subject, answered it ("It is Vienna." was said for Australia)."""
+    with FakeOpenAIServer(FakeLLMBehaviour(tokens=[" Canberra", "."])) as srv:
+        sched, timeline, emitted = make(srv, prefill=True, restate=True)
+        sched.ttfts.append(0.1)  # an LLM that answers soon: openings said short
+        sched.on_partial("What is the capital of Austria?")
+        await until(lambda: bool(timeline.of_kind(tl.LLM_DONE)))
+        sched.conv.on_assistant(said)
+        sched.on_final("What is the capital of Australia?")
+        await until(lambda: len(timeline.of_kind(tl.LLM_DONE)) == 2)
+        prefills = [r["body"]["messages"][-1]["content"] for r in srv.requests]
+        assert prefills == ["The capital of Austria is", "The capital of Australia is"]
+        assert timeline.of_kind(tl.RESTATE)[-1]["text"] == "It is"
         await sched.aclose()

@@ -234,7 +234,9 @@ class OracleScheduler(OracleFeed):
         now = self.timeline.clock()
         while self._starts and now - self._starts[0] > self.config.window_s:
             self._starts.popleft()
-        if len(self._starts) >= self.config.max_starts:
+        # a growing partial's start is capped, not the question whole or its final: in a slow LLM's run five starts
+        # on "What is the cap?" ... "...of Austria?" used the window, and "...of Australia?" waited for its final
+        if len(self._starts) >= self.config.max_starts and not (self._final_pending or complete):
             self.stats["rate_limited"] += 1
             return
         self._starts.append(now)
@@ -306,6 +308,8 @@ class OracleScheduler(OracleFeed):
             # "The play Romeo and Juliet by William Shakespeare is written by..." and the reply was taken back
         elif self._opening and not still_fits(self._opening, standalone):
             self._drop_opening()  # the question changed under the opening: the reply repairs it
+        if self._prefill and not still_fits(self._prefill, standalone):
+            self._refit_prefill(standalone)
         # words the voice says now, or has said of the reply to the turn's final (a reply the user went on past
         # in a pause is dropped, and the next one opens afresh)
         said = self.conv.reply_said() if cfg.continue_said and (replying or self.talking()) else ""
@@ -330,6 +334,17 @@ class OracleScheduler(OracleFeed):
             # token while a front-end that has caught up with the feed falls silent
             self._pass_on(st, opening + " ")
         st.task = asyncio.get_running_loop().create_task(self._run(st, request))
+
+    def _refit_prefill(self, asked: str) -> None:
+        """The opening in full no longer fits the question, though the opening said still does ("It is" of "The
+        capital of Austria is", the question now "...of Australia?"): the LLM went on from the old subject and
+        answered it ("It is Vienna.", "It is 6." for the square root of 64). It goes on from the question's own
+        opening where the one said begins it or is its short form, else from the one said."""
+        cfg = self.config
+        full = restate(asked) if cfg.restate else None
+        short = restate(asked, short=True, short_words=cfg.short_opening_words) if full else None
+        fits = bool(full) and (goes_on_from(full, self._opening or "") or short == self._opening)
+        self._prefill = full if fits and full else (self._opening or "")
 
     def _go_on_from(self, said: str, asked: str) -> bool:
         """Let the opening go on from the words the reply has said (`SchedulerConfig.continue_said`); True where
