@@ -112,3 +112,6 @@ def test_the_cascade_and_other_llms_get_no_judge():
     assert TurnReader.of_session(m, SessionConfig(mode="tandem"), Client("gpt-4o"), quiet, judged).judge is None
     assert TurnReader.of_session(m, SessionConfig(mode="tandem", judge_turn_end=False), Client(MODEL_ALIAS), quiet,
                                  judged).judge is None
+    told = lambda: ""  # noqa: E731
+    assert TurnReader.of_session(m, SessionConfig(), None, quiet, judged, told).told is told
+    assert TurnReader.of_session(m, SessionConfig(hold_telling=False), None, quiet, judged, told).told is None

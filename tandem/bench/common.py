@@ -98,6 +98,8 @@ MODE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tandem-words-only": ("tandem", {"judge_turn_end": False}),  # the words' hold without the LLM's turn-end judge
     # every word said as the model chooses it, before the answer settles too (frontends/compact/commit.py)
     "tandem-no-commit": ("tandem", {"commit": False}),
+    # each pause judged alone, a telling's too: no hold from its second statement on (turn/telling.py)
+    "tandem-no-telling": ("tandem", {"hold_telling": False}),
 }
 
 

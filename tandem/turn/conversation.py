@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..think.followup import current_question
+from .backchannel import is_backchannel
 from ..listener.worker import word_count
 
 
@@ -90,6 +91,17 @@ class Conversation:
 
     def reply_under_way(self) -> bool:
         return self._reply_begins() is not None
+
+    def told_since_reply(self) -> str:
+        """What the user has said since the assistant's last reply (a backchannel of its own is none), the live
+        partial too: a telling's words (turn/telling.py)."""
+        told: list[str] = []
+        for role, text in reversed(self.turns):
+            if role == "assistant" and not is_backchannel(text):
+                break
+            if role == "user":
+                told.append(text)
+        return " ".join(told[::-1] + [self.partial]).strip()
 
     def reply_said(self) -> str:
         """What the assistant has said of its reply to the user's current turn ('' before it begins)."""

@@ -3,7 +3,7 @@
 Fed by events as the session sees them (the timeline's kinds: voice activity, partial and final
 transcripts, the assistant's audio starting and ending, an oracle arriving) and by its own judge of talk-over
 (the voice paused under the user's speech, the burst judged a backchannel or an interruption), it moves
-between nine states and names, for each transition, the actions taken there. One table holds every
+between ten states and names, for each transition, the actions taken there. One table holds every
 transition; an event a state has no row for changes nothing, which is itself a decision (a voice-activity
 start under the reply is not yet talk-over: the judge's pause, `voice_pause`, is).
 
@@ -40,6 +40,9 @@ class State(str, Enum):
     # was much steeper than I expected." in a story, "Can you tell me?"): a listener's pause, shorter than the
     # unfinished clause's; the only sound the assistant makes in it is a backchannel
     USER_MAY_GO_ON = "user_may_go_on"
+    # the user tells at length: two statements in a row since the last reply, no question (turn/telling.py); a
+    # pause is a breath until its reading (the judge's, or the words') says otherwise, or the hold's limit passes
+    USER_TELLING = "user_telling"
 
 
 class Action(str, Enum):
@@ -67,6 +70,8 @@ ANSWER_DUE = "answer_due"
 UNFINISHED = "unfinished"
 # the reader's, from the turn-end judge (turn/reading.py): the user's message may go on; the message ends
 MAY_GO_ON, END_LIKELY = "may_go_on", "end_likely"
+# the reader's, from all the user said since the last reply (turn/telling.py): they tell at length; a question ends it
+TELLING, ASKING = "telling", "asking"
 # the front-end's: the user has been quiet inside their unfinished clause for the hold's limit
 # (frontends/compact/turn_start.py, MAX_UNFINISHED_WAIT_FRAMES)
 HOLD_EXPIRED = "hold_expired"
@@ -153,6 +158,22 @@ TRANSITIONS: dict[tuple[State | None, str], tuple[State, tuple[Action, ...]]] = 
     # what is audible here is the assistant's backchannel ("Mm-hmm."): the floor stays the user's
     (S.USER_MAY_GO_ON, AUDIO_START): (S.USER_MAY_GO_ON, ()),
     (S.USER_MAY_GO_ON, AUDIO_END): (S.USER_MAY_GO_ON, ()),
+    # a telling holds the floor for the user through their voice's stops and starts, from before the pause (the
+    # front-end would take its turn before the pause's words are read); a reply begun meanwhile is withdrawn
+    (S.USER_SPEAKING, TELLING): (S.USER_TELLING, ()),
+    (S.USER_PAUSING, TELLING): (S.USER_TELLING, (A.WITHDRAW,)),
+    (S.TURN_ENDED, TELLING): (S.USER_TELLING, (A.WITHDRAW,)),
+    (S.USER_TELLING, VAD_START): (S.USER_TELLING, ()),
+    (S.USER_TELLING, VAD_END): (S.USER_TELLING, ()),
+    (S.USER_TELLING, PARTIAL): (S.USER_TELLING, (A.ASK,)),
+    (S.USER_TELLING, FINAL): (S.USER_TELLING, (A.ASK,)),
+    (S.USER_TELLING, ORACLE): (S.USER_TELLING, (A.FEED,)),
+    (S.USER_TELLING, ASKING): (S.USER_SPEAKING, ()),  # a question: its turn end is silence's and the words' again
+    (S.USER_TELLING, UNFINISHED): (S.USER_UNFINISHED, ()),
+    (S.USER_TELLING, MAY_GO_ON): (S.USER_MAY_GO_ON, ()),  # a breath: "Mm-hmm."
+    (S.USER_TELLING, END_LIKELY): (S.TURN_ENDED, (A.SPEAK,)),  # the story's end
+    (S.USER_TELLING, HOLD_EXPIRED): (S.TURN_ENDED, (A.SPEAK,)),
+    (S.USER_TELLING, AUDIO_START): (S.ASSISTANT_SPEAKING, ()),  # a reply audible all the same (the cascade's)
 }
 
 
@@ -225,7 +246,7 @@ class TurnMachine:
     def user_holds_floor(self) -> bool:
         """The user holds the floor: after an interruption, until its answer is due, or inside an unfinished
         clause, until they go on or the hold's limit passes. Nothing is said meanwhile."""
-        return self.state in (State.INTERRUPTED, State.USER_UNFINISHED, State.USER_MAY_GO_ON)
+        return self.state in (State.INTERRUPTED, State.USER_UNFINISHED, State.USER_MAY_GO_ON, State.USER_TELLING)
 
     def _judged(self, d: Decision | None) -> Transition | None:
         return None if d is None else self.on(JUDGED[d.action], decision=d)
@@ -236,7 +257,7 @@ class TurnMachine:
 OBSERVED = frozenset({VAD_START, VAD_END, AUDIO_START, AUDIO_END, ORACLE})
 # the events told by the session or the front-end that nothing else puts on the timeline: the session records
 # them (with the judge's, where the cascade does not record its own) so that `follow` sees every move
-UNRECORDED = frozenset({ANSWER_DUE, UNFINISHED, HOLD_EXPIRED, MAY_GO_ON, END_LIKELY})
+UNRECORDED = frozenset({ANSWER_DUE, UNFINISHED, HOLD_EXPIRED, MAY_GO_ON, END_LIKELY, TELLING, ASKING})
 EVENTS = frozenset(e for _, e in TRANSITIONS)
 
 

@@ -9,7 +9,9 @@ Two readings, the second only where the first finds nothing:
   that pause -> END_LIKELY. Its answer comes 20-100 ms after the transcript; one that a newer transcript
   (or the user's voice) overtook is dropped.
 The front-end model may have begun a reply on the silence before either reading: the machine withdraws it
-while it is not yet audible (Action.WITHDRAW).
+while it is not yet audible (Action.WITHDRAW). Before them, on every transcript: all the user said since the
+last reply is a telling (turn/telling.py) -> TELLING, the floor theirs through the pauses until a reading
+ends it (the judge's chance over TELLING_END) or its hold's limit passes; a question ends it -> ASKING.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..llm.local_server import MODEL_ALIAS
 from ..llm.turn_end import TurnEndJudge
-from .machine import END_LIKELY, MAY_GO_ON, UNFINISHED, State, Transition, TurnMachine
+from .machine import ASKING, END_LIKELY, HOLD_EXPIRED, MAY_GO_ON, TELLING, UNFINISHED, State, Transition, TurnMachine
+from .telling import asks, tells_at_length
 from .unfinished import reads_unfinished
 
 if TYPE_CHECKING:
@@ -33,7 +36,11 @@ log = logging.getLogger(__name__)
 # (0.34); under it (scripts/turn_end_probe.py): 9 of 12 dev pause fragments as Whisper ends them ("Can you tell
 # me?"), 32 of 40 dev story sentences, 4 of 136 whole dev turns, and 5 of 6 greetings, thanks and commands
 UNSURE_END = 0.1
-JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
+# after a telling (turn/telling.py) the message ends only over this chance: over what most story sentences get (35 of
+# 40 under 0.2) and under the least a whole dev question got (0.34); in between, a breath ("Mm-hmm.")
+TELLING_END = 0.3
+JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED, State.USER_TELLING)
+TELLS_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
 # only words Whisper ended as a sentence are judged: without the mark the chance of the end-of-message token is
 # low for whole questions too ("Never mind that which planet has the big rings", a partial at a pause)
 ENDS_SENTENCE = re.compile(r"[.?!]\s*$")
@@ -50,6 +57,8 @@ class TurnReader:
     judge: EndJudge | None = None  # None: the words alone
     voice_quiet: Callable[[], bool] = lambda: True  # the user's voice is quiet now (the session's meter)
     on_judged: Callable[[str, float | None], None] = lambda text, p: None  # each answer (the timeline's)
+    # the user's words since the assistant's last reply (Conversation.told_since_reply); None: no telling's hold
+    told: Callable[[], str] | None = None
     _read = 0  # transcripts read: a judgement of an older one is dropped
     _tasks: set[asyncio.Task] = field(default_factory=set)
 
@@ -57,6 +66,8 @@ class TurnReader:
         """One transcript, after the machine took its PARTIAL or FINAL: the move its words make, if any (the
         judge's comes later, from its own task)."""
         self._read += 1
+        if self.told is not None:
+            self._tell(text, said_more, t)
         if said_more:
             return None
         if self.hold_unfinished and reads_unfinished(text):
@@ -73,19 +84,39 @@ class TurnReader:
         self.on_judged(text, p)
         if p is None or read != self._read or not self.voice_quiet():
             return None  # no answer, or the user has said (or begun to say) more since
+        telling = self.told is not None and tells_at_length(self.told())
+        ends = p >= (TELLING_END if telling else UNSURE_END)
+        if self.machine.state is State.USER_TELLING:
+            return self.machine.on(END_LIKELY if ends else MAY_GO_ON)
         if p < UNSURE_END and self.machine.state in JUDGED_FROM:
             return self.machine.on(MAY_GO_ON)
-        if p >= UNSURE_END and self.machine.state is State.USER_MAY_GO_ON:
+        if ends and self.machine.state is State.USER_MAY_GO_ON:
             return self.machine.on(END_LIKELY)
         return None
 
+    def _tell(self, text: str, said_more: bool, t: float | None) -> Transition | None:
+        """A telling holds the floor from before its pause (TELLING); a question ends it (ASKING). Where the voice
+        went on past the transcript, its last mark is where the audio was cut, and ends no sentence."""
+        state = self.machine.state
+        if state is State.USER_TELLING and asks(text) and not said_more:
+            return self.machine.on(ASKING, t)
+        if state in TELLS_FROM and not self._telling_ended() and tells_at_length(self.told(), cut=said_more):  # type: ignore[misc]
+            return self.machine.on(TELLING, t)
+        return None
+
+    def _telling_ended(self) -> bool:
+        """The assistant's turn came from a reading or a hold's limit: the telling is over, and the Listener's last
+        transcripts of it must not take back the reply they let begin."""
+        entered = next((m for m in reversed(self.machine.history) if m.before is not m.after), None)
+        return entered is not None and entered.after is State.TURN_ENDED and entered.event in (END_LIKELY, HOLD_EXPIRED)
+
     @classmethod
     def of_session(cls, machine: TurnMachine, config: "SessionConfig", client: object, voice_quiet: Callable[[], bool],
-                   on_judged: Callable[[str, float | None], None]) -> "TurnReader":
+                   on_judged: Callable[[str, float | None], None], told: Callable[[], str] | None = None) -> "TurnReader":
         """A session's reader: the words' hold as configured, the judge in tandem mode with the embedded LLM (the
         cascade's reply waits for no front-end: its floor is the words')."""
         judge = turn_end_judge(client, config.judge_turn_end and config.mode == "tandem")
-        return cls(machine, config.hold_unfinished, judge, voice_quiet, on_judged)
+        return cls(machine, config.hold_unfinished, judge, voice_quiet, on_judged, told if config.hold_telling else None)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

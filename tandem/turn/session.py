@@ -65,20 +65,19 @@ class Session:
         self.clock = SessionClock()
         self.timeline = tl.Timeline(self.clock.now, meta={"mode": config.mode, "pace": config.pace, **(meta or {})})
         self.turns = TurnMachine(takers=[self._took_turn])  # the turn state (turn/machine.py)
+        self.conv = Conversation(standalone=config.scheduler.standalone)
         self.reader = TurnReader.of_session(self.turns, config, client, lambda: not speaking(self.vad_prob),
-                                            lambda text, p: self.timeline.add(tl.TURN_END_JUDGED, text=text, p_end=p))
+                                            lambda text, p: self.timeline.add(tl.TURN_END_JUDGED, text=text, p_end=p),
+                                            self.conv.told_since_reply)
         self.timeline.observer = self._follow_turn
         if knowledge is not None:
             self.timeline.meta["knowledge"] = {"root": str(knowledge.index.root), "passages": knowledge.passages}
-        self.listener = listener
-        self.client = client
-        self.voicer = voicer
+        self.listener, self.client, self.voicer = listener, client, voicer
         if voicer is not None:
             voicer.on_ready = lambda text, ms: self.timeline.add(tl.TTS_AUDIO, text=text, synth_ms=round(ms, 1))
         self.front_end = front_end
         if hasattr(front_end, "follow_turns"):  # a front-end that judges talk-over does it with this machine
             front_end.follow_turns(self.turns)
-        self.conv = Conversation(standalone=config.scheduler.standalone)
         self._oracle_events: deque[tuple[str, str]] = deque()
         self.oracle_events_dropped = 0
         self.oracle_settled = False  # the oracle answers the turn's final transcript (OracleScheduler.settled)

@@ -42,3 +42,6 @@ class SessionConfig:
     # whole words at a pause are read again by the embedded LLM (llm/turn_end.py): a message it reads as going
     # on holds the floor for a listener's pause (the machine's user_may_go_on); only with the embedded LLM
     judge_turn_end: bool = True
+    # two statements in a row since the last reply hold the floor for the user through their pauses until a reading
+    # ends it (turn/telling.py, the machine's user_telling); False: each pause is judged alone, as before 2026-12-07
+    hold_telling: bool = True

@@ -31,14 +31,16 @@ from ...speak.frontend import speaking
 from ...turn.machine import ANSWER_DUE, HOLD_EXPIRED, State, TurnMachine
 from .model import CompactLM
 from .ahead import COPIED_WEIGHT, VoiceRun, clause_ends, fed_token, voice_ahead
-from .turn_start import MAX_MAY_GO_ON_WAIT_FRAMES, MAX_TURN_WAIT_FRAMES, MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due
+from .turn_start import (MAX_MAY_GO_ON_WAIT_FRAMES, MAX_TELLING_WAIT_FRAMES, MAX_TURN_WAIT_FRAMES,
+                         MAX_UNFINISHED_WAIT_FRAMES, TurnStart, turn_due)
 from .commit import CommitGate
 from .repair import REPAIR, RepairWatch
 from .streams import UserTokenQueue, vad_bucket
 from .tokenizer import END, PAD, START
 
 # the user's holds of the floor that end after so many quiet frames (`CompactState.held`)
-WAITS = {State.USER_UNFINISHED: MAX_UNFINISHED_WAIT_FRAMES, State.USER_MAY_GO_ON: MAX_MAY_GO_ON_WAIT_FRAMES}
+WAITS = {State.USER_UNFINISHED: MAX_UNFINISHED_WAIT_FRAMES, State.USER_MAY_GO_ON: MAX_MAY_GO_ON_WAIT_FRAMES,
+         State.USER_TELLING: MAX_TELLING_WAIT_FRAMES}
 
 if TYPE_CHECKING:
     from .tokenizer import CompactTokenizer
@@ -159,7 +161,8 @@ class CompactState:
         the answer it interrupted, until an answer to the interruption is fed or the user has been quiet for
         MAX_TURN_WAIT_FRAMES (ANSWER_DUE); inside an unfinished clause (USER_UNFINISHED), until the user goes on
         or has been quiet for MAX_UNFINISHED_WAIT_FRAMES (HOLD_EXPIRED); in a message the turn-end judge reads as
-        going on (USER_MAY_GO_ON), the same for MAX_MAY_GO_ON_WAIT_FRAMES."""
+        going on (USER_MAY_GO_ON), the same for MAX_MAY_GO_ON_WAIT_FRAMES; in a telling (USER_TELLING), for
+        MAX_TELLING_WAIT_FRAMES."""
         if self.floor is None or not self.floor.user_holds_floor:
             return False
         if self.floor.state in WAITS:

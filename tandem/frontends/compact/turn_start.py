@@ -38,6 +38,10 @@ MAX_UNFINISHED_WAIT_FRAMES = 36  # 2.9 s
 # from the voice's stop. Longer than most pauses between a story's sentences (0.5-1.2 s), short enough that a
 # whole message the judge misreads ("Hello, how are you?") is answered within about the cascade's time
 MAX_MAY_GO_ON_WAIT_FRAMES = 19  # 1.52 s
+# a pause inside a telling (the machine's USER_TELLING) that no reading has ended: longer than the pause's transcript
+# and its reading take (0.3-0.5 s), so that a pause is read before the floor is taken; a telling that ends with
+# no reading (no sentence's mark, no judge) is answered about a second after the voice stopped
+MAX_TELLING_WAIT_FRAMES = 12  # 0.96 s
 
 
 def turn_due(answer_waiting: bool, quiet: int, settled: bool) -> bool:

@@ -1,0 +1,118 @@
+"""A telling (turn/telling.py): two statements in a row hold the floor for the user through their pauses,
+until the pause's reading ends it; a question ends it at once. The reader with a fake judge, the rule on its
+own, and the front-end's hold in the machine's state."""
+import asyncio
+
+import pytest
+
+from test_turn_reading import FakeJudge
+from tandem.frontends.compact.turn_start import MAX_TELLING_WAIT_FRAMES
+from tandem.turn.conversation import Conversation
+from tandem.turn.machine import ASKING, TELLING, VAD_END, VAD_START, State, TurnMachine
+from tandem.turn.reading import TELLING_END, UNSURE_END, TurnReader
+from tandem.turn.telling import sentences, tells_at_length
+
+S = State
+STORY = "I started a vegetable garden this spring. The tomatoes came up first, and then the beans."
+
+
+@pytest.mark.parametrize("told, telling", [
+    (STORY, True),
+    (STORY + " Then one morning", True),  # the tail being said is no sentence yet
+    ("I started a vegetable garden this spring.", False),  # one statement
+    ("Hi. Thanks.", False),  # two, but no story
+    (STORY + " What should I plant next?", False),  # a question ends it
+    ("Where is the garden? It is big and it is green and it is mine.", False),  # one statement after the question
+])
+def test_two_statements_in_a_row_are_a_telling(told, telling):
+    assert tells_at_length(told) is telling
+
+
+def test_a_mark_where_the_audio_was_cut_ends_no_sentence():
+    cut = "I started a vegetable garden this spring. The tomatoes came up early."  # the voice went on past "early."
+    assert tells_at_length(cut) and not tells_at_length(cut, cut=True)
+    assert sentences("One. Two? three") == ["One.", "Two?"]
+
+
+def test_the_told_words_run_from_the_assistants_last_reply_and_its_backchannels_count_as_none():
+    conv = Conversation()
+    conv.on_final("What is the capital of France?")
+    conv.on_assistant("It is Paris.")
+    conv.on_final("I went there last year.")
+    conv.on_assistant("Mm-hmm.")
+    conv.on_final("The food was great.")
+    conv.on_partial("And the")
+    assert conv.told_since_reply() == "I went there last year. The food was great. And the"
+
+
+def reader_of(machine, judge, told):
+    return TurnReader(machine, judge=judge, told=lambda: told[0])
+
+
+async def paused(reader, text):
+    reader.read(text, final=False, paused=True, said_more=False)
+    await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("p, after", [
+    (0.0, S.USER_MAY_GO_ON),  # a breath: the backchannel's pause
+    ((UNSURE_END + TELLING_END) / 2, S.USER_MAY_GO_ON),  # would end a message alone, not a telling
+    (TELLING_END, S.TURN_ENDED),  # the story's end: the assistant's turn
+    (None, S.USER_TELLING),  # no reading: the hold's limit decides
+])
+def test_a_telling_holds_the_floor_from_before_its_pause_until_the_reading_ends_it(p, after):
+    async def go():
+        m = TurnMachine(state=S.USER_SPEAKING)
+        told = [STORY + " My neighbour gave me the"]
+        reader = reader_of(m, FakeJudge({"My neighbour gave me the seeds.": p}), told)
+        reader.read("My neighbour gave me the", final=False, paused=False, said_more=True)
+        assert m.state is S.USER_TELLING, "held while the user still speaks: the front-end takes its turn early"
+        m.on(VAD_END)
+        m.on(VAD_START)
+        m.on(VAD_END)
+        assert m.state is S.USER_TELLING and m.user_holds_floor
+        told[0] = STORY + " My neighbour gave me the seeds."
+        await paused(reader, "My neighbour gave me the seeds.")
+        state = m.state
+        reader.read("My neighbour gave me the seeds.", final=True, paused=False, said_more=False)  # the final, after
+        await asyncio.sleep(0.05)
+        assert (m.state is S.TURN_ENDED) is (state is S.TURN_ENDED), "the reply the reading let begin is not taken back"
+        return state
+    assert asyncio.run(go()) is after
+
+
+def test_a_question_ends_the_telling_and_is_answered_as_any_question():
+    async def go():
+        m = TurnMachine(state=S.USER_SPEAKING)
+        told = [STORY + " What should"]
+        judge = FakeJudge({"What should I plant next?": 0.8})
+        reader = reader_of(m, judge, told)
+        reader.read("What should", final=False, paused=False, said_more=True)
+        assert m.state is S.USER_TELLING
+        told[0] = STORY + " What should I plant next?"
+        reader.read("What should I plant next?", final=False, paused=False, said_more=False)
+        assert m.state is S.USER_SPEAKING and m.history[-1].event == ASKING
+        reader.read("What should I plant next?", final=False, paused=False, said_more=False)
+        assert m.state is S.USER_SPEAKING, "no telling again: the last sentence asks"
+    asyncio.run(go())
+
+
+def test_without_the_told_words_there_is_no_telling():
+    async def go():
+        m = TurnMachine(state=S.USER_SPEAKING)
+        TurnReader(m).read(STORY, final=False, paused=False, said_more=False)
+        return m.state
+    assert asyncio.run(go()) is S.USER_SPEAKING
+
+
+def test_the_front_end_is_held_in_a_telling_for_its_limit_then_takes_the_turn():
+    from tandem.frontends.compact.frontend import CompactFrontEnd
+    fe = CompactFrontEnd()
+    m = TurnMachine(state=S.USER_SPEAKING)
+    fe.follow_turns(m)
+    m.on(TELLING)
+    st = fe.state
+    st.turn_start.quiet = MAX_TELLING_WAIT_FRAMES - 1
+    assert st.held() and m.state is S.USER_TELLING
+    st.turn_start.quiet = MAX_TELLING_WAIT_FRAMES
+    assert not st.held() and m.state is S.TURN_ENDED, "the hold's limit: the assistant's turn"
