@@ -73,11 +73,13 @@ def test_a_dialogue_judges_each_reply_and_only_the_last_as_unfinished():
     x = np.zeros(8 * SAMPLE_RATE, np.float32)
     x[1 * SAMPLE_RATE: 2 * SAMPLE_RATE] = 0.3
     x[5 * SAMPLE_RATE: 6 * SAMPLE_RATE] = 0.3
-    rec = fluency(CutTranscriber("It is the largest..."), x, "It is the largest river.",
-                  [(0, 4 * SAMPLE_RATE), (4 * SAMPLE_RATE, 8 * SAMPLE_RATE)])
+    windows = [(0, 4 * SAMPLE_RATE), (4 * SAMPLE_RATE, 8 * SAMPLE_RATE)]
+    rec = fluency(CutTranscriber("It is the largest..."), x, "It is the largest", windows)
     assert [r["kind"] for r in rec["repairs"]] == ["unfinished"]  # the first reply was cut by the next turn
     assert rec["heard_plain"] == "It is the largest... / It is the largest..." and rec["fluent"] is False
     assert rec["repairs_in_text"] == []
+    # the voice said its sentence whole and stopped by itself: Whisper's "..." ("It is so..." for "It is Seoul.")
+    assert fluency(CutTranscriber("It is so..."), x, "It is Seoul.", windows)["fluent"]
 
 
 def test_the_summary_counts_replies_and_lists_examples():

@@ -108,11 +108,14 @@ def fluency(transcriber: "Transcriber", assistant: np.ndarray, said_text: str,
     `windows`: (start, stop) samples of each reply (a dialogue's turns, each to the next user turn; a
     reply cut there is not unfinished), default the whole channel as one."""
     windows = windows or [(0, len(assistant))]
+    # a voice that said a whole sentence and stopped by itself left nothing unfinished, whatever Whisper ends it
+    # with: unprompted it heard "It is Seoul." as "It is so..."
+    said_whole = said_text.rstrip().endswith((".", "?", "!"))
     heard, found = [], []
     for k, (a, b) in enumerate(windows):
         text, ended = heard_reply(transcriber, assistant, a, b)
         heard.append(text)
-        found += self_repairs(text, judge_end=ended and k == len(windows) - 1)
+        found += self_repairs(text, judge_end=ended and k == len(windows) - 1 and not said_whole)
     return {"heard_plain": " / ".join(heard), "repairs": [asdict(r) for r in found], "fluent": not found,
             "repairs_in_text": [asdict(r) for r in self_repairs(said_text, judge_end=False)]}
 
