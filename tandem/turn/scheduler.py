@@ -314,8 +314,6 @@ class OracleScheduler(OracleFeed):
         # in a pause is dropped, and the next one opens afresh)
         said = self.conv.reply_said() if cfg.continue_said and (replying or self.talking()) else ""
         goes_on = bool(said) and self._go_on_from(said, standalone)
-        if cfg.continue_said and not said and not replying:
-            self._open_as_held()
         # the LLM goes on from the opening in full, whichever the front-end says ("It is" names no subject)
         request = OracleRequest(turns=tuple(self.conv.without_reply_under_way()), partial=self.conv.partial,
                                 question=question, asked=asked, opening=self._prefill, max_tokens=cfg.max_tokens,
@@ -361,14 +359,6 @@ class OracleScheduler(OracleFeed):
             self._opening = self._prefill = said  # the LLM goes on from them ("The" -> "The tallest animal is...")
             return True
         return False
-
-    def _open_as_held(self) -> None:
-        """Say the opening in full where only that begins as the oracle held does ("The capital of Egypt is", not
-        "It is", with "The capital of each..." held): the voice may be saying the held one's first word as this
-        stream starts, too late for `_go_on_from` to know ("The... sorry, It is Cairo.")."""
-        held = self._held.split()[:1] if self._held_quietly() else []
-        if held and self._opening and not goes_on_from(self._opening, held[0]) and goes_on_from(self._prefill, held[0]):
-            self._opening = self._prefill
 
     def _cancel(self, sid: int, reason: str) -> None:
         st = self._live.pop(sid, None)
