@@ -17,6 +17,7 @@ import re
 
 MIN_STATEMENTS = 2  # whole statements, in a row since the assistant's last reply
 MIN_WORDS = 12  # and this many words: "Hi. Thanks." is no story
+MIN_UNDER_WAY_WORDS = 3  # a sentence still being said counts as a statement this many words in
 _SENTENCE = re.compile(r"[^.!?]*[A-Za-z0-9][^.!?]*[.!?]+")
 
 
@@ -33,7 +34,10 @@ def tells_at_length(told: str, cut: bool = False) -> bool:
     if cut and whole and told.rstrip().endswith(whole[-1]):
         whole = whole[:-1]
     statements = [s for s in whole if not s.endswith("?")]
-    return (len(statements) >= MIN_STATEMENTS and not whole[-1].endswith("?")
+    # the sentence under way counts once it is a few words in: the second statement is held before its pause
+    # (as a whole sentence it is seen only at its pause's transcript, after the front-end has begun)
+    under_way = len(told[sum(told.find(s) + len(s) for s in whole[-1:]):].split()) >= MIN_UNDER_WAY_WORDS
+    return (bool(whole) and len(statements) + under_way >= MIN_STATEMENTS and not whole[-1].endswith("?")
             and len(told.split()) >= MIN_WORDS)
 
 
