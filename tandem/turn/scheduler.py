@@ -341,8 +341,10 @@ class OracleScheduler(OracleFeed):
         cfg = self.config
         full = restate(asked) if cfg.restate else None
         short = restate(asked, short=True, short_words=cfg.short_opening_words) if full else None
-        fits = bool(full) and (goes_on_from(full, self._opening or "") or short == self._opening)
-        self._prefill = full if fits and full else (self._opening or "")
+        if full and (goes_on_from(full, self._opening or "") or short == self._opening):
+            self._prefill = full
+        else:
+            self._prefill = self._opening or ""
 
     def _go_on_from(self, said: str, asked: str) -> bool:
         """Let the opening go on from the words the reply has said (`SchedulerConfig.continue_said`); True where

@@ -27,18 +27,20 @@ def sentences(text: str) -> list[str]:
 
 
 def tells_at_length(told: str, cut: bool = False) -> bool:
-    """The user's words since the assistant's last reply are a telling: MIN_STATEMENTS whole statements or
-    more, MIN_WORDS words, and the last whole sentence is no question. `cut`: the last mark is where the audio
-    was cut (the Listener's `said_more`), and ends no sentence."""
-    whole = sentences(told)
-    if cut and whole and told.rstrip().endswith(whole[-1]):
+    """The user's words since the assistant's last reply are a telling: MIN_STATEMENTS statements or more (the
+    sentence under way counts once MIN_UNDER_WAY_WORDS words in), MIN_WORDS words, and the last whole sentence
+    is no question. `cut`: the last mark is where the audio was cut (the Listener's `said_more`), and ends no
+    sentence: that one is still under way."""
+    whole = list(_SENTENCE.finditer(told))
+    if cut and whole and not told[whole[-1].end():].strip():
         whole = whole[:-1]
-    statements = [s for s in whole if not s.endswith("?")]
+    if not whole or whole[-1].group().rstrip().endswith("?"):
+        return False
+    statements = sum(not m.group().rstrip().endswith("?") for m in whole)
     # the sentence under way counts once it is a few words in: the second statement is held before its pause
     # (as a whole sentence it is seen only at its pause's transcript, after the front-end has begun)
-    under_way = len(told[sum(told.find(s) + len(s) for s in whole[-1:]):].split()) >= MIN_UNDER_WAY_WORDS
-    return (bool(whole) and len(statements) + under_way >= MIN_STATEMENTS and not whole[-1].endswith("?")
-            and len(told.split()) >= MIN_WORDS)
+    under_way = len(told[whole[-1].end():].split()) >= MIN_UNDER_WAY_WORDS
+    return statements + under_way >= MIN_STATEMENTS and len(told.split()) >= MIN_WORDS
 
 
 def asks(text: str) -> bool:
