@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from tandem.speak.frontend import UserFrame
+from tandem.turn.backchannel import PAUSE_FRAMES
 from tandem.frontends.compact.frontend import MAX_LOOP_BLOCK, CompactFrontEnd, completes_a_loop
 from tandem.frontends.compact.tokenizer import END, PAD
 from tandem.turn.machine import ANSWER_DUE, State
@@ -145,13 +146,13 @@ def test_the_first_word_is_not_cut_by_the_voice_activity_of_the_turn_it_answers(
     assert tts.texts == ["The"]
     assert max(heard[11:]) > 0.1, "the first word was voiced, not cleared as a barge-in"
 
-    # three frames of the user's speech while the reply plays still pause it (then the judge decides)
+    # PAUSE_FRAMES of the user's speech while the reply plays still pause it (then the judge decides)
     fe.mouth.say(fe.tokenizer.encode(" capital")[0], False, SILENT)  # more to say: the voice is busy
     fe.mouth.say(PAD, False, SILENT)
     time.sleep(0.05)
     assert fe.voicer.busy
-    script_model(fe, [PAD] * 3)
-    for u in [speaking] * 3:
+    script_model(fe, [PAD] * PAUSE_FRAMES)
+    for u in [speaking] * PAUSE_FRAMES:
         fe.step(u, PAD)
     assert [d.action for d in fe.mouth.take_decisions()] == ["pause"]
     fe.close()

@@ -47,6 +47,31 @@ def test_the_told_words_run_from_the_assistants_last_reply_and_its_backchannels_
     assert conv.told_since_reply() == "I went there last year. The food was great. And the"
 
 
+def test_a_reply_the_user_cut_short_and_went_on_over_does_not_end_the_telling():
+    """FDB dev set: after a story's first sentence the tandem began "We adopted a two-week policy," and the
+    user went on over it; counting that false start as a reply kept every later pause from being held."""
+    conv = Conversation()
+    conv.on_final("We adopted a puppy two weeks ago.")
+    conv.on_assistant("We adopted a two-week policy,")
+    conv.unsay("We adopted a two-week policy,", 0.4)  # the user talked over it: two words heard
+    conv.on_final("She is a small brown dog with very big ears.")
+    conv.on_partial("The first")
+    assert conv.told_since_reply() == \
+        "We adopted a puppy two weeks ago. She is a small brown dog with very big ears. The first"
+    conv = Conversation()
+    conv.on_final("We adopted a puppy two weeks ago.")
+    conv.on_assistant("How lovely, what is her name?")
+    conv.on_final("Pepper.")
+    assert conv.told_since_reply() == "Pepper.", "a reply heard in full ends it"
+    conv = Conversation()
+    conv.on_final("We adopted a puppy two weeks ago.")
+    conv.on_assistant("How lovely, what is her name?")
+    rest = conv.unsay("How lovely, what is her name?", 0.5)  # paused under a backchannel...
+    conv.on_assistant(rest)  # ...and resumed: the whole reply was heard after all
+    conv.on_final("Pepper.")
+    assert conv.told_since_reply() == "Pepper."
+
+
 def reader_of(machine, judge, told):
     return TurnReader(machine, judge=judge, told=lambda: told[0])
 

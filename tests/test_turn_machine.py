@@ -1,7 +1,7 @@
 """The turn machine, transition by transition (no models), and over a conversation's events."""
 import pytest
 
-from tandem.turn.backchannel import BargeInJudge
+from tandem.turn.backchannel import PAUSE_FRAMES, BargeInJudge
 from tandem.turn.machine import (ANSWER_DUE, ANY, END_LIKELY, HOLD_EXPIRED, MAY_GO_ON, UNFINISHED, AUDIO_END, AUDIO_START, BACKCHANNEL, FINAL, INTERRUPTED, ORACLE, PARTIAL, PAUSED,
                                  TRANSITIONS, VAD_END, VAD_START, Action, State, TurnMachine, follow)
 
@@ -107,10 +107,10 @@ def test_the_judge_moves_the_machine_and_names_the_voice_actions():
     and later words that are a question drop the reply, each as the machine's own transition."""
     m = TurnMachine(state=S.ASSISTANT_SPEAKING)
     quiet, prev = (False, "What is it?"), "What is it?"
-    moves = _frames(m, [quiet] * 3 + [(True, prev)] * 3 + [(False, "What is it? Yeah.")] * 3)
+    moves = _frames(m, [quiet] * 3 + [(True, prev)] * PAUSE_FRAMES + [(False, "What is it? Yeah.")] * 3)
     assert [(s.before, s.after, s.actions) for _, s in moves] == [
         (S.ASSISTANT_SPEAKING, S.TALKED_OVER, (A.YIELD,)), (S.TALKED_OVER, S.ASSISTANT_SPEAKING, (A.RESUME,))]
-    assert moves[0][0] == 5, "paused at the third frame of speech (BARGE_IN_FRAMES)"
+    assert moves[0][0] == 3 + PAUSE_FRAMES - 1, "paused once the burst outlasts a backchannel (PAUSE_FRAMES)"
     assert moves[1][1].decision.reason == "backchannel" and moves[1][1].decision.words == "Yeah."
     late = _frames(m, [(False, "What is it? Yeah, but why is the sky blue?")])
     assert [(s.after, s.actions, s.decision.reason) for _, s in late] == [(S.INTERRUPTED, (A.DROP,), "late words")]
@@ -125,7 +125,7 @@ def test_a_voice_with_nothing_to_say_is_not_talked_over():
 def test_the_final_of_a_held_burst_interrupts_and_every_move_reaches_the_takers():
     taken = []
     m = TurnMachine(state=S.ASSISTANT_SPEAKING, judge=BargeInJudge(), takers=[taken.append])
-    _frames(m, [(True, "")] * 3)
+    _frames(m, [(True, "")] * PAUSE_FRAMES)
     assert m.state is S.TALKED_OVER and m.judging
     step = m.interrupted("final", " Stop. What time is it? ")
     assert (step.after, step.actions, step.decision.words) == (S.INTERRUPTED, (A.DROP,), "Stop. What time is it?")

@@ -121,7 +121,30 @@ class Transcriber:
         segs, _ = self.model.transcribe(x, language="en", beam_size=1, word_timestamps=True,
                                         condition_on_previous_text=False, vad_filter=False,
                                         initial_prompt=context or None)
-        return [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
+        words = [Word(w.word.strip(), float(w.start), float(w.end)) for s in segs for w in (s.words or [])]
+        return snapped_to_sound(words, audio24k)
 
 
-__all__ = ["Word", "Transcriber", "find_answer", "hear", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]
+SNAP_BLOCK_S = 0.02
+
+
+def snapped_to_sound(words: list[Word], audio24k: np.ndarray) -> list[Word]:
+    """Each word's span shrunk to the sound inside it. Whisper tiny's word times (cross-attention
+    alignment) stretch a first word back over the silence before it ("Mom." at 0.0-2.0 s for a
+    "Mm-hmm" said at 1.5 s), and Full-Duplex-Bench's rule counts a word over 1 s as taking the turn;
+    nobody speaks a word in digital silence. A word with no sound in its span keeps it."""
+    hop = int(SNAP_BLOCK_S * SAMPLE_RATE)
+    n = len(audio24k) // hop
+    if not n:
+        return words
+    loud = np.flatnonzero(np.abs(audio24k[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE)
+    out = []
+    for w in words:
+        a, b = int(w.start / SNAP_BLOCK_S), int(np.ceil(w.end / SNAP_BLOCK_S))
+        inside = loud[(loud >= a) & (loud < b)]
+        out.append(w if not len(inside) else
+                   Word(w.text, round(float(inside[0]) * SNAP_BLOCK_S, 3), round(float(inside[-1] + 1) * SNAP_BLOCK_S, 3)))
+    return out
+
+
+__all__ = ["Word", "Transcriber", "snapped_to_sound", "find_answer", "hear", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..speak.markup import SpokenWords
+
 
 @dataclass
 class OracleBuffer:
@@ -226,13 +228,16 @@ def make_policy(name: str) -> OraclePolicy:
 class WordBuffer:
     """Streamed LLM text -> complete words. Tokenising each chunk on its own would split words
     differently from tokenising the whole text (\"Paris\" + \".\" is not \"Paris.\"); a word is only
-    complete once whitespace follows it or the stream ends."""
+    complete once whitespace follows it or the stream ends. Words come out as said (speak/markup.py:
+    a list number or bullet is not)."""
 
     def __init__(self) -> None:
         self.buf = ""
+        self.words = SpokenWords()
 
     def reset(self) -> None:
         self.buf = ""
+        self.words.reset()
 
     def push(self, text: str) -> str:
         self.buf += text
@@ -240,8 +245,8 @@ class WordBuffer:
         if cut <= 0:
             return ""
         done, self.buf = self.buf[:cut], self.buf[cut:]
-        return done.strip()
+        return self.words.push(done)
 
     def flush(self) -> str:
-        done, self.buf = self.buf.strip(), ""
-        return done
+        done, self.buf = self.words.push(self.buf), ""
+        return " ".join(w for w in (done, self.words.flush()) if w)

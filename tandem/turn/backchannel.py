@@ -1,30 +1,32 @@
 """Talked over: a backchannel ("mm-hmm", "yeah") or a real interruption? One rule for every mode.
 
-When the user speaks for BARGE_IN_FRAMES frames while the assistant talks, the voice is *paused*
-at once (silent within ~0.35 s of the user's onset, as barge-in always was) and keeps its place.
-Falling silent is all an interruption needs at once; dropping the reply can wait for evidence.
-Then the burst of speech decides, frame by frame:
+The voice talks on through the first PAUSE_FRAMES of the user's speech over it (0.48 s, LiveKit
+Agents' `min_interruption_duration` is 0.5 s): most backchannels are over by then ("yeah", "mm-hmm",
+"I see" take 0.3-0.55 s) and cost no gap at all. Pausing at the third frame, as before, left a
+silence over 0.5 s for every "Yeah, yeah" (measured, FDB dev set: talked on 3 of 8). Words that open
+an interruption ("wait", "stop", "sorry", a question word) drop the reply as soon as the transcript
+shows them. Past PAUSE_FRAMES the voice is *paused* and keeps its place, unless the transcript so far
+shows backchannel words only (then it talks on). The burst then decides, frame by frame:
 - it ends (END_QUIET_FRAMES without speech) and the transcript shows backchannel words only
   ("mm-hmm", "yeah", "right, I see"), however long it was: RESUME, the voice goes on where it
-  paused. The words are the evidence the length alone cannot give: a slow "Mm-hmm" or "Right, I
-  see" lasts most of a second (its resume then costs more than MAX_SILENCE_S, but the reply goes on
-  instead of being dropped). Not before its end: "Okay, wait, how many..." is heard as "Okay"
-  first, and resuming on it would talk over an interruption;
+  paused. Not before its end: "Okay, wait, how many..." is heard as "Okay" first;
 - its transcript so far is a hum only ("m", "Mm", "M-H-M", "uh-huh"): RESUME at once, while the
   user still hums. A hum is the one backchannel that does not begin an interruption the way
-  "okay" or "yeah" can ("Okay, wait, ..."), and a slow "Mm-hmm" (a second of speech) would
-  otherwise hold the voice silent for all of it; the late-words watch below still drops the reply
-  if the words go on into a question;
-- it ends after at most MAX_BACKCHANNEL_FRAMES of speech with no words in the transcript (a
-  cough, a click, a hum not yet transcribed): RESUME, within MAX_SILENCE_S of silence;
-- the transcript shows other words, or speech goes on past MAX_TALKED_OVER_FRAMES: DROP, the
-  voice's queue is dropped (the segment under way is cut where it paused) and the reply is over;
-- longer than MAX_BACKCHANNEL_FRAMES with no words yet: it stays paused while the transcript
-  catches up (the front-end model's own END may drop it meanwhile: `model_yields`), and resumes if
-  the burst ends and AWAIT_WORDS_FRAMES pass with still no words (a noise).
+  "okay" or "yeah" can ("Okay, wait, ..."); the late-words watch below still drops the reply if the
+  words go on into a question;
+- it ends within WORDS_DECIDE_FRAMES (0.96 s) of speech: RESUME, whatever other words its transcript
+  shows, unless they open an interruption. Whisper writes words for a hum it cannot place ("and the
+  making", "Amen? Amen?", "I'm at..." for "Mm-hmm" and "Uh-huh" in the FDB dev set), and dropping the
+  reply on them is the worst error a backchannel can cause; a longer burst's words are to be trusted;
+- the transcript shows other words and the burst is longer than WORDS_DECIDE_FRAMES, or speech goes
+  on past MAX_TALKED_OVER_FRAMES: DROP, the voice's queue is dropped (the segment under way is cut
+  where it paused) and the reply is over;
+- no words yet: a burst no longer than MAX_BACKCHANNEL_FRAMES resumes as soon as it ends; a longer
+  one stays paused while the transcript catches up (the front-end model's own END may drop it
+  meanwhile: `model_yields`), and resumes if AWAIT_WORDS_FRAMES pass with still no words (a noise).
 The transcript lags the speech (a partial needs ~0.3 s of it, a final comes ~0.5 s after it), so
-for LATE_WORDS_FRAMES after a resume the decision can still be revised: words other than
-backchannels then drop the reply late, and speech again pauses it at once (the user went on)
+for LATE_WORDS_FRAMES after a resume the decision can still be revised by the same rule: words that
+take the turn then drop the reply late, and speech again pauses it at once (the user went on)
 unless what it says is still a backchannel.
 """
 from __future__ import annotations
@@ -35,10 +37,16 @@ from dataclasses import dataclass
 from ..speak.frontend import BARGE_IN_FRAMES
 
 FRAME_S = 0.08
+# Speech over the voice this long pauses it (unless its words so far are a backchannel's): shorter is
+# a backchannel, a cough or the tail of the user's own turn, talked through with no gap.
+PAUSE_FRAMES = 6  # 0.48 s
 # A backchannel is short: "mm-hmm", "yeah", "I see" take 0.3-0.55 s. A burst no longer than this
 # with no words resumes as soon as it ends; a longer one waits for its words. Capped by the silence
 # budget: see MAX_SILENCE_S.
 MAX_BACKCHANNEL_FRAMES = 7  # 0.56 s of speech
+# A burst that ends within this much speech is a backchannel or a noise whatever other words the
+# transcript shows for it, unless they open an interruption: Whisper's words for a short hum are guesses.
+WORDS_DECIDE_FRAMES = 12  # 0.96 s
 # Speech over the voice longer than this takes the turn, whatever the transcript says of it (a
 # backchannel heard as one is talked through meanwhile: "Yeah, yeah, I see, okay" said slowly).
 MAX_TALKED_OVER_FRAMES = 20  # 1.6 s of speech
@@ -55,9 +63,9 @@ MODEL_YIELD_FRAMES = 12  # 0.96 s
 # How long after a resume the burst's transcript may still turn out to be a real utterance: the
 # final comes ~0.4 s (end-of-turn silence) plus a decode after the speech ended.
 LATE_WORDS_FRAMES = 15  # 1.2 s
-# The longest silence a resumed burst causes: paused at its BARGE_IN_FRAMES-th speech frame, silent
-# through its last (at most the MAX_BACKCHANNEL_FRAMES-th), resumed at the END_QUIET_FRAMES-th quiet frame.
-MAX_SILENCE_S = (MAX_BACKCHANNEL_FRAMES - BARGE_IN_FRAMES + END_QUIET_FRAMES) * FRAME_S
+# The longest silence a resumed burst with no words causes: paused at its PAUSE_FRAMES-th speech frame,
+# silent through its last (at most the MAX_BACKCHANNEL_FRAMES-th), resumed at the END_QUIET_FRAMES-th quiet frame.
+MAX_SILENCE_S = (MAX_BACKCHANNEL_FRAMES - PAUSE_FRAMES + END_QUIET_FRAMES) * FRAME_S
 
 # What users say to show they listen, not to take the turn. Lower case, without punctuation; hums
 # ("mm-hmm", "uh-huh", matched as their parts) are _HUM's.
@@ -70,13 +78,20 @@ BACKCHANNEL_PHRASES: frozenset[tuple[str, ...]] = frozenset(tuple(p.split()) for
 _LONGEST = max(len(p) for p in BACKCHANNEL_PHRASES)
 # Hums in any spelling a recogniser writes them: "mm", "hmm", "mhm", "uh", "um", "huh", and the
 # letters Whisper sometimes spells a hum with ("M H M M").
-_HUM = re.compile(r"[mhu][mhnu]{0,5}|n")  # "M-N", "mhmm", "uh", "hmm"
+_HUM = re.compile(r"[mhu][mhnu]{0,5}f?|n")  # "M-N", "mhmm", "uh", "hmm"
 _WORD = re.compile(r"[a-z']+")
 # Hums that never open a question: m-sounds in any spelling ("m", "mm", "hmm", "mhm", and Whisper's
 # spelled "M H M M" or "M-N", whose "h" or "n" counts beside an m), and "uh-huh" whole ("uh" alone may
 # go on: "uh, wait").
-_M_HUM = re.compile(r"[mhn]+")
+_M_HUM = re.compile(r"[mhn]+f?")  # "Mmf": Whisper's spelling of espeak's "Mm-hmm"
 _UH_HUH = re.compile(r"\buh huh\b")
+
+# Words that open an interruption, and that Whisper does not make up for a hum: heard over the voice
+# they drop the reply however short the burst ("Wait", "Stop.", "Sorry, what...", "No, how many...").
+OPENERS: frozenset[tuple[str, ...]] = frozenset(tuple(p.split()) for p in (
+    "wait", "stop", "hold on", "hang on", "sorry", "excuse me", "pardon", "actually", "no", "but", "never mind",
+    "what", "what's", "why", "how", "who", "where", "when", "which", "can", "could", "hey", "listen",
+))
 
 PAUSE, RESUME, DROP = "pause", "resume", "drop"
 
@@ -118,8 +133,14 @@ def burst_words(before: str, now: str) -> str:
 
 
 def shows_other_words(words: str) -> bool:
-    """The burst's transcript holds a word that is no backchannel: the user is taking the turn."""
+    """The burst's transcript holds a word that is no backchannel."""
     return bool(words_of(words)) and not is_backchannel(words)
+
+
+def opens_interruption(words: str) -> bool:
+    """The burst's transcript holds a word (or two: "hold on") that opens an interruption."""
+    ws = words_of(words)
+    return any(tuple(ws[i: i + n]) in OPENERS for i in range(len(ws)) for n in (1, 2))
 
 
 @dataclass(frozen=True)
@@ -138,8 +159,9 @@ class Decision:
 class BargeInJudge:
     """Per-frame barge-in decisions for one voice: feed `step` every frame, apply what it returns.
 
-    Phases: idle (counting the user's consecutive speech frames), paused (a burst over the voice,
-    being judged) and watching (resumed after a burst, its late transcript may still drop it)."""
+    Phases: idle (counting the user's consecutive speech frames), over (a burst over the voice, which
+    talks on while it is shorter than a backchannel), paused (a burst being judged, the voice silent)
+    and watching (talked through or resumed, its late transcript may still drop it)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -154,10 +176,12 @@ class BargeInJudge:
         self.before = ""  # the transcript when the burst began
         self.heard_backchannel = False  # the burst's transcript shows backchannel words only
         self.dropped = False  # this burst dropped the reply: nothing more to decide until the user stops
+        self.was_paused = False  # the voice paused for the burst being watched (else it was talked through)
 
     @property
     def holding(self) -> bool:
-        """The voice is paused, or was resumed and the burst is still being watched."""
+        """A burst over the voice is under way, or the voice is paused for one, or was resumed and the
+        burst is still being watched."""
         return self.phase != "idle"
 
     def new_reply(self) -> None:
@@ -177,24 +201,46 @@ class BargeInJudge:
             if self.run <= 1:
                 self.dropped = False
                 self.before = transcript
-            if self.run >= BARGE_IN_FRAMES and talking and not self.dropped:
-                self.phase, self.spoken = "paused", self.run
-                return self._decide(PAUSE, "talked over", "")
-            return None
+            if self.run < BARGE_IN_FRAMES or not talking or self.dropped:
+                return None
+            self.phase, self.spoken, gap = "over", self.run - 1, 0  # counted on from this frame
+        if self.phase == "over":  # talked over, the voice talking on: too short yet to be more than a nod
+            if not talking:
+                self.reset()
+                return None
+            if speaking:
+                self.spoken += 1 + gap
+            elif self.quiet >= END_QUIET_FRAMES:  # over before it outlasted a backchannel: talked through
+                self.phase, self.watch = "watching", LATE_WORDS_FRAMES
+                return None
+            words = burst_words(self.before, transcript)
+            if opens_interruption(words):
+                return self._drop("words", words)
+            if self.spoken < PAUSE_FRAMES:
+                return None
+            if is_backchannel(words):  # "Yeah" said at length: talked through, watched like a resumed burst
+                self.phase, self.watch, self.heard_backchannel = "watching", LATE_WORDS_FRAMES, True
+                return None
+            self.phase = "paused"
+            return self._decide(PAUSE, "talked over", words)
         if not talking:  # the voice was dropped, or ended: nothing left to judge
             self.reset()
             return None
         words = burst_words(self.before, transcript)
         self.heard_backchannel = is_backchannel(words)
         if self.phase == "watching":
-            if shows_other_words(words):
+            if speaking:
+                self.spoken = self.spoken + 1 + gap if gap < END_QUIET_FRAMES else 1
+            if self.takes_turn(words):
                 return self._drop("late words", words)
             if speaking and self.heard_backchannel:  # a backchannel still being said: talk on through it
-                self.spoken += 1 + gap
                 self.watch = LATE_WORDS_FRAMES
                 return self._drop("long", words) if self.spoken > MAX_TALKED_OVER_FRAMES else None
-            if speaking:  # the user goes on: pause at once, a new burst judged as the first
-                self.phase, self.spoken = "paused", 1
+            if speaking and not self.was_paused and self.spoken == 1:  # a new burst after one talked through
+                self.phase = "over"
+                return None
+            if speaking:  # the user goes on: pause at once
+                self.phase = "paused"
                 return self._decide(PAUSE, "continued", words)
             self.watch -= 1
             if self.watch <= 0:
@@ -202,18 +248,31 @@ class BargeInJudge:
             return None
         if speaking:
             self.spoken += 1 + gap
-        if shows_other_words(words):
+        if self.takes_turn(words):
             return self._drop("words", words)
         if self.spoken > MAX_TALKED_OVER_FRAMES:
             return self._drop("long", words)
         if is_hum(words):
             return self._resume("hum", words)
-        if self.quiet >= END_QUIET_FRAMES and self.heard_backchannel:
+        if self.quiet < END_QUIET_FRAMES:
+            return None
+        if self.heard_backchannel:
             return self._resume("backchannel", words)
-        short = self.spoken <= MAX_BACKCHANNEL_FRAMES
-        if self.quiet >= (END_QUIET_FRAMES if short else AWAIT_WORDS_FRAMES):
+        if words_of(words):  # other words, of a burst too short for them to decide (`takes_turn`)
+            return self._resume("short", words)
+        if self.quiet >= (END_QUIET_FRAMES if self.spoken <= MAX_BACKCHANNEL_FRAMES else AWAIT_WORDS_FRAMES):
             return self._resume("no words", words)
         return None
+
+    def takes_turn(self, words: str) -> bool:
+        """The burst's words take the turn: they open an interruption, or they are no backchannel and the
+        burst has lasted longer than WORDS_DECIDE_FRAMES (a shorter one's words may be Whisper's guess)."""
+        return opens_interruption(words) or (shows_other_words(words) and self.spoken > WORDS_DECIDE_FRAMES)
+
+    def keeps_reply(self, transcript: str) -> bool:
+        """A burst over the voice is being judged or watched and what the transcript shows of it does not
+        take the turn: the back-end starts nothing on it (its words are a backchannel's, or a guess)."""
+        return self.phase != "idle" and not self.takes_turn(burst_words(self.before, transcript))
 
     def model_yields(self) -> Decision | None:
         """The front-end model itself chose to yield (a compact checkpoint trained with
@@ -238,4 +297,5 @@ class BargeInJudge:
         return d
 
     def _decide(self, action: str, reason: str, words: str) -> Decision:
+        self.was_paused |= action == PAUSE
         return Decision(action, reason, words.strip(), round(self.spoken * FRAME_S, 3))

@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from ..record import timeline as tl
+from ..speak.markup import SpokenWords
 from .backchannel import is_backchannel
 from .machine import Action, Transition, TurnMachine
 from .conversation import Conversation
@@ -26,10 +27,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
 class SentenceChunker:
-    """Accumulates streamed text; returns each sentence once it is complete."""
+    """Accumulates streamed text; returns each sentence once it is complete, as said (speak/markup.py:
+    a list number or bullet is not)."""
 
     def __init__(self) -> None:
         self._buf = ""
+        self._words = SpokenWords()
 
     def push(self, delta: str) -> list[str]:
         self._buf += delta
@@ -38,14 +41,15 @@ class SentenceChunker:
             m = _SENTENCE_END.search(self._buf)
             if not m:
                 break
-            sent, self._buf = self._buf[: m.end()].strip(), self._buf[m.end():]
+            sent, self._buf = self._words.push(self._buf[: m.end()]), self._buf[m.end():]
             if sent:
                 out.append(sent)
         return out
 
     def flush(self) -> list[str]:
-        rest, self._buf = self._buf.strip(), ""
-        return [rest] if rest else []
+        rest, self._buf = self._words.push(self._buf), ""
+        held = self._words.flush()
+        return [s for s in (rest, held) if s]
 
 
 class CascadeResponder:
@@ -90,7 +94,7 @@ class CascadeResponder:
         if not text.strip():
             return
         self._heard = text
-        if self._replying and is_backchannel(text):
+        if self._replying and (is_backchannel(text) or self.floor.judge.keeps_reply(text)):
             # "Mm-hmm." over the reply is no new question: the reply goes on (the history keeps the
             # backchannel where it was said)
             self.timeline.add(tl.BACKCHANNEL_FINAL, stream=self._ids, text=text)

@@ -16,10 +16,13 @@ class Conversation:
     # ask the LLM each turn as it stands alone (`standalone_question`); False: as heard (a bench variant)
     standalone: bool = True
     _turn_at: int | None = field(default=None, repr=False)  # where the user's turn began, while only partials
+    # the assistant turns the user cut short (`unsay`): a false start, not a reply the user let finish
+    _cut: set[int] = field(default_factory=set, repr=False)
 
     def _append(self, role: str, text: str) -> None:
         if self.turns and self.turns[-1][0] == role:
             self.turns[-1] = (role, (self.turns[-1][1] + " " + text).strip())
+            self._cut.discard(len(self.turns) - 1)  # it holds more than the cut reply now
         else:
             self.turns.append((role, text.strip()))
 
@@ -41,6 +44,7 @@ class Conversation:
                 self.turns[at - 1] = ("user", (self.turns[at - 1][1] + " " + text).strip())
             else:
                 self.turns.insert(at, ("user", text.strip()))
+                self._cut = {i + (i >= at) for i in self._cut}
         else:
             self._append("user", text)
 
@@ -68,8 +72,10 @@ class Conversation:
         said = (turn[: len(turn) - len(piece)] + " ".join(keep)).strip()
         if said:
             self.turns[i] = ("assistant", said)
+            self._cut.add(i)
         else:
             del self.turns[i]
+            self._cut = {j - (j > i) for j in self._cut if j != i}
             if self._turn_at is not None and i < self._turn_at:
                 self._turn_at -= 1  # the user's turn still begins after what is left
         return " ".join(words[len(keep):])
@@ -93,11 +99,12 @@ class Conversation:
         return self._reply_begins() is not None
 
     def told_since_reply(self) -> str:
-        """What the user has said since the assistant's last reply (a backchannel of its own is none), the live
-        partial too: a telling's words (turn/telling.py)."""
+        """What the user has said since the assistant's last reply (a backchannel of its own is none, nor a reply
+        the user cut short and went on over), the live partial too: a telling's words (turn/telling.py)."""
         told: list[str] = []
-        for role, text in reversed(self.turns):
-            if role == "assistant" and not is_backchannel(text):
+        for i in range(len(self.turns) - 1, -1, -1):
+            role, text = self.turns[i]
+            if role == "assistant" and not is_backchannel(text) and i not in self._cut:
                 break
             if role == "user":
                 told.append(text)

@@ -84,6 +84,8 @@ class OracleScheduler(OracleFeed):
         self._restart_due = False  # the next reset feeds the start token again whatever the policy keeps (`reply_dropped`)
         self._refeed_when_settled = False  # a reply dropped by the turn's own words waits for its answer to settle
         self.talking: Callable[[], bool] = lambda: False  # the assistant's voice is busy (set by the session)
+        # the user's words over the voice leave the reply going (set by the session: BargeInJudge.keeps_reply)
+        self.floor_kept: Callable[[str], bool] = lambda text: False
         # requests in flight or queued at the LLM, every session's, and how many it serves at once (set by
         # the session when its client is shared: `server.shared.SharedLLM`)
         self.llm_load: Callable[[], int] = lambda: 0
@@ -213,7 +215,8 @@ class OracleScheduler(OracleFeed):
         asked_words = whole_words(self.conv.standalone_question() or self.conv.current_user_text())
         if not self._final_pending and asked_words < self.config.min_turn_words:
             return
-        if self.talking() and is_backchannel(self.conv.current_user_text()):
+        current = self.conv.current_user_text()
+        if self.talking() and (is_backchannel(current) or self.floor_kept(current)):
             if self._final_pending:
                 self.stats["backchannels"] += 1
                 self.timeline.add(tl.LLM_KEEP, stream=self._last.sid if self._last else None,

@@ -93,6 +93,7 @@ class Session:
                 provider = for_oracles(client, knowledge, config.scheduler.prompt_form, config.extractive)
                 self.scheduler = OracleScheduler(provider, self.conv, self.timeline, self._emit_oracle, config.scheduler)
                 self.scheduler.talking = self._assistant_talking
+                self.scheduler.floor_kept = self.turns.judge.keeps_reply
                 if hasattr(client, "load"):  # an LLM shared by a server's sessions (server.shared.SharedLLM)
                     self.scheduler.llm_load = client.load
                     self.scheduler.llm_slots = client.concurrency
