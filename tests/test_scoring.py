@@ -116,3 +116,17 @@ def test_hearing_with_the_question_adds_answers_and_never_takes_one_away():
 
     assert [w.text for w in hear(Hears(), np.ones(10, np.float32), ["flour"], "What is in bread?")] == ["flour."]
     assert [w.text for w in hear(Hears(), np.ones(10, np.float32), ["flour"], None)] == ["flower."]
+
+
+def test_word_times_are_snapped_to_the_sound_inside_them():
+    """Whisper tiny stretches a first word over the silence before it: Full-Duplex-Bench would count a
+    "Mm-hmm" at 1.5-2.0 s, timed 0.0-2.0 s, as taking the turn (a word over 1 s)."""
+    from tandem.bench.scoring import Word, snapped_to_sound
+
+    audio = np.zeros(24000 * 4, np.float32)
+    audio[int(1.5 * 24000): int(2.0 * 24000)] = 0.3
+    audio[int(3.0 * 24000): int(3.4 * 24000)] = 0.3
+    got = snapped_to_sound([Word("Mom.", 0.0, 2.0), Word("Yes.", 2.6, 2.9)], audio)
+    assert got[0] == Word("Mom.", 1.5, 2.0), "shrunk to the sound in its span"
+    assert got[1] == Word("Yes.", 3.0, 3.3), "no sound in its span: the next sound, no longer than the span"
+    assert snapped_to_sound([Word("Hm.", 0.0, 1.0)], np.zeros(24000, np.float32)) == [Word("Hm.", 0.0, 1.0)]

@@ -131,19 +131,28 @@ SNAP_BLOCK_S = 0.02
 def snapped_to_sound(words: list[Word], audio24k: np.ndarray) -> list[Word]:
     """Each word's span shrunk to the sound inside it. Whisper tiny's word times (cross-attention
     alignment) stretch a first word back over the silence before it ("Mom." at 0.0-2.0 s for a
-    "Mm-hmm" said at 1.5 s), and Full-Duplex-Bench's rule counts a word over 1 s as taking the turn;
-    nobody speaks a word in digital silence. A word with no sound in its span keeps it."""
+    "Mm-hmm" said at 1.5 s), or put it all in that silence, and Full-Duplex-Bench's rule counts a
+    word over 1 s as taking the turn; nobody speaks a word in digital silence. A word with no sound
+    in its span takes the first sound after it, before the next word's start (no more of it than the
+    span's length); with none there either, it keeps its span."""
     hop = int(SNAP_BLOCK_S * SAMPLE_RATE)
     n = len(audio24k) // hop
     if not n:
         return words
     loud = np.flatnonzero(np.abs(audio24k[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE)
     out = []
-    for w in words:
+    for k, w in enumerate(words):
         a, b = int(w.start / SNAP_BLOCK_S), int(np.ceil(w.end / SNAP_BLOCK_S))
         inside = loud[(loud >= a) & (loud < b)]
-        out.append(w if not len(inside) else
-                   Word(w.text, round(float(inside[0]) * SNAP_BLOCK_S, 3), round(float(inside[-1] + 1) * SNAP_BLOCK_S, 3)))
+        if not len(inside):
+            stop = int(words[k + 1].start / SNAP_BLOCK_S) if k + 1 < len(words) else n
+            later = loud[(loud >= b) & (loud < stop)]
+            if not len(later):
+                out.append(w)
+                continue
+            run_end = int(np.flatnonzero(np.diff(later) > 1)[0]) + 1 if np.any(np.diff(later) > 1) else len(later)
+            inside = later[: min(run_end, max(1, b - a))]
+        out.append(Word(w.text, round(float(inside[0]) * SNAP_BLOCK_S, 3), round(float(inside[-1] + 1) * SNAP_BLOCK_S, 3)))
     return out
 
 
