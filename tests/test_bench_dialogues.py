@@ -209,3 +209,10 @@ def test_dialogue_bench_bookkeeping(tmp_path, monkeypatch):
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "| tandem / followup |" in md and "| i1 | interrupt | cascade |" in md
     assert (tmp_path / "out" / "dialogues.png").stat().st_size > 10_000
+
+
+def test_a_replys_fluency_is_heard_from_the_end_of_the_turn_it_answers():
+    from tandem.bench.dialogues import Span, reply_windows
+
+    spans = [Span(0.5, 2.0), Span(4.0, 5.5)]
+    assert reply_windows(spans, 24000 * 8) == [(0, int(5.5 * 24000)), (int(5.5 * 24000), 24000 * 8)]

@@ -315,6 +315,16 @@ def turn_windows(spans: list[Span], n: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [n]))
 
 
+def reply_windows(spans: list[Span], n: int) -> list[tuple[int, int]]:
+    """Samples of each reply, for its fluency: from the end of the user turn it answers to the end of the next
+    one (the first from the start, the last to the end of the channel). What the voice says while the user
+    talks over it is the tail of the reply under way, not the first words of the answer to the user's new
+    turn (the voice talks on through the first 0.48 s of any speech over it, turn/backchannel.py), as
+    Full-Duplex-Bench hears a reply to an interruption only from the interruption's end."""
+    ends = [int(sp.end * SAMPLE_RATE) for sp in spans]
+    return list(zip([0] + ends[1:], ends[1:] + [n]))
+
+
 def _words_per_turn(transcriber: Transcriber, assistant: np.ndarray, spans: list[Span],
                     turns: list[Turn]) -> list[list[Word]]:
     """The assistant's words heard from each turn's onset to the next turn's (the last: to the end),
@@ -368,7 +378,7 @@ def run_dialogue_bench(args: argparse.Namespace) -> int:
                         write_outputs(res, paths["output_wav"], paths["timeline"], paths["plot"])
                         words = _words_per_turn(transcriber, res.assistant, spans, d.turns)
                         rec.update(score_dialogue(d, spans, res.assistant, words, res.timeline.to_dict()))
-                        rec.update(fluency(transcriber, res.assistant, rec["said_text"], turn_windows(spans, len(res.assistant))))
+                        rec.update(fluency(transcriber, res.assistant, rec["said_text"], reply_windows(spans, len(res.assistant))))
                         rec.update({k: str(v) for k, v in paths.items()})
                     except TandemError:
                         raise
