@@ -32,7 +32,7 @@ from ..record.metrics import count_causes, summarize
 from ..think.oracle import DEFAULT_POLICY
 from ..runner import run_session, write_outputs
 from .fluency import fluency, fluency_summary, repair_examples
-from .scoring import Transcriber, Word, find_answer, hear, listening_context, onset_after
+from .scoring import BLOCK_S, Transcriber, Word, audible_blocks, find_answer, hear, listening_context, onset_after
 from ..runtime.stack import Stack, stack_config
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ LEAD_S = 0.5  # silence before the first turn
 REPLY_GAP_S = 7.0  # silence after a turn that nobody talks over: room for a reply
 TAIL_S = 8.0  # silence after the last turn: room for its answer
 SPEECH = 0.02  # input level that counts as the user's speech (as scoring.speech_end_of)
-BLOCK_S = 0.02  # output audio is judged silent or audible in 20 ms blocks
 YIELD_SILENCE_S = 1.0  # falling silent = a silence at least this long (longer than any pause inside a reply)
 YIELD_TARGET_S = 0.5
 BACKCHANNEL_GAP_S = 0.5  # a silence longer than this ...
@@ -114,12 +113,6 @@ def render(clips: list[np.ndarray], turns: list[Turn], lead_s: float = LEAD_S, g
         seg = clip[: n - start]
         track[start: start + len(seg)] += seg  # turns never overlap: each starts after the previous ended
     return track, spans
-
-
-def audible_blocks(assistant: np.ndarray) -> np.ndarray:
-    hop = int(BLOCK_S * SAMPLE_RATE)
-    n = len(assistant) // hop
-    return np.abs(assistant[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE
 
 
 def _silence_start(loud: np.ndarray, i0: int, min_blocks: int, stop: int | None = None) -> int | None:

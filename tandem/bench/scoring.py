@@ -29,23 +29,28 @@ def onset_after(assistant: np.ndarray, t: float, threshold: float = AUDIBLE) -> 
     return float(loud[0]) / SAMPLE_RATE if len(loud) else None
 
 
+BLOCK_S = 0.02  # output audio is judged silent or audible in 20 ms blocks
+
+
+def audible_blocks(assistant: np.ndarray) -> np.ndarray:
+    """Per BLOCK_S block of the assistant's channel (a last partial block left out): audible or not."""
+    hop = int(BLOCK_S * SAMPLE_RATE)
+    n = len(assistant) // hop
+    return np.abs(assistant[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE
+
+
 def response_gaps(assistant: np.ndarray, after: float, min_gap_s: float = 0.2) -> list[float]:
     """Silent stretches (>= min_gap_s) between the first and last audible 20 ms block after `after`:
     where the voice ran dry inside a response."""
-    hop = SAMPLE_RATE // 50
-    x = assistant[int(after * SAMPLE_RATE):]
-    n = len(x) // hop
-    if n == 0:
-        return []
-    loud = np.abs(x[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE
+    loud = audible_blocks(assistant[int(after * SAMPLE_RATE):])
     idx = np.flatnonzero(loud)
     if len(idx) < 2:
         return []
     gaps, run = [], 0
     for v in loud[idx[0]: idx[-1] + 1]:
         if v:
-            if run * hop / SAMPLE_RATE >= min_gap_s:
-                gaps.append(round(run * hop / SAMPLE_RATE, 3))
+            if run * BLOCK_S >= min_gap_s:
+                gaps.append(round(run * BLOCK_S, 3))
             run = 0
         else:
             run += 1
@@ -125,9 +130,6 @@ class Transcriber:
         return snapped_to_sound(words, audio24k)
 
 
-SNAP_BLOCK_S = 0.02
-
-
 def snapped_to_sound(words: list[Word], audio24k: np.ndarray) -> list[Word]:
     """Each word's span shrunk to the sound inside it. Whisper tiny's word times (cross-attention
     alignment) stretch a first word back over the silence before it ("Mom." at 0.0-2.0 s for a
@@ -135,25 +137,22 @@ def snapped_to_sound(words: list[Word], audio24k: np.ndarray) -> list[Word]:
     word over 1 s as taking the turn; nobody speaks a word in digital silence. A word with no sound
     in its span takes the first sound after it, before the next word's start (no more of it than the
     span's length); with none there either, it keeps its span."""
-    hop = int(SNAP_BLOCK_S * SAMPLE_RATE)
-    n = len(audio24k) // hop
-    if not n:
-        return words
-    loud = np.flatnonzero(np.abs(audio24k[: n * hop]).reshape(n, hop).max(axis=1) > AUDIBLE)
+    blocks = audible_blocks(audio24k)
+    loud = np.flatnonzero(blocks)
     out = []
     for k, w in enumerate(words):
-        a, b = int(w.start / SNAP_BLOCK_S), int(np.ceil(w.end / SNAP_BLOCK_S))
+        a, b = int(w.start / BLOCK_S), int(np.ceil(w.end / BLOCK_S))
         inside = loud[(loud >= a) & (loud < b)]
         if not len(inside):
-            stop = int(words[k + 1].start / SNAP_BLOCK_S) if k + 1 < len(words) else n
+            stop = int(words[k + 1].start / BLOCK_S) if k + 1 < len(words) else len(blocks)
             later = loud[(loud >= b) & (loud < stop)]
             if not len(later):
                 out.append(w)
                 continue
-            run_end = int(np.flatnonzero(np.diff(later) > 1)[0]) + 1 if np.any(np.diff(later) > 1) else len(later)
-            inside = later[: min(run_end, max(1, b - a))]
-        out.append(Word(w.text, round(float(inside[0]) * SNAP_BLOCK_S, 3), round(float(inside[-1] + 1) * SNAP_BLOCK_S, 3)))
+            breaks = np.flatnonzero(np.diff(later) > 1)  # the first run of sound ends at the first break
+            inside = (later[: breaks[0] + 1] if len(breaks) else later)[: max(1, b - a)]
+        out.append(Word(w.text, round(float(inside[0]) * BLOCK_S, 3), round(float(inside[-1] + 1) * BLOCK_S, 3)))
     return out
 
 
-__all__ = ["Word", "Transcriber", "snapped_to_sound", "find_answer", "hear", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]
+__all__ = ["Word", "Transcriber", "audible_blocks", "snapped_to_sound", "find_answer", "hear", "listening_context", "normalize", "onset_after", "response_gaps", "speech_end_of"]
