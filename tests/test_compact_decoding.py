@@ -245,15 +245,18 @@ def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops_with_its_fir
     first word (`opening`), not the model's likeliest word at a moment it does not want to speak ("sorry,",
     "Well,"); a settled turn whose stream has not fed its first word yet waits for it. Settled without an
     answer fed since the user began (an earlier turn's oracle) takes nothing."""
-    from tandem.frontends.compact.turn_start import MAX_TURN_WAIT_FRAMES, SETTLED_TURN_WAIT_FRAMES, TurnStart
+    from tandem.frontends.compact.turn_start import (ENDED_TURN_WAIT_FRAMES, MAX_TURN_WAIT_FRAMES,
+                                                     SETTLED_TURN_WAIT_FRAMES, TurnStart)
 
-    assert SETTLED_TURN_WAIT_FRAMES < MAX_TURN_WAIT_FRAMES
+    assert ENDED_TURN_WAIT_FRAMES < SETTLED_TURN_WAIT_FRAMES < MAX_TURN_WAIT_FRAMES
     logp = torch.full((16,), -20.0)
     logp[PAD], logp[END + 4] = math.log(0.99), math.log(0.01)  # silence likeliest; END + 4 the likeliest word
     logp = logp - torch.logsumexp(logp, 0)
     opening = END + 7
     cases = [  # answer waiting, settled, opening fed from frame, -> (frame spoken, token)
         (True, True, 0, [(SETTLED_TURN_WAIT_FRAMES - 1, opening)]),
+        (True, "ends", 0, [(ENDED_TURN_WAIT_FRAMES - 1, opening)]),  # its words also read as the message's end
+        (False, "ends", 0, []),
         (True, True, 6, [(6, opening)]),  # waits for the first word
         (True, False, 0, [(MAX_TURN_WAIT_FRAMES - 1, opening)]),
         (True, True, None, [(MAX_TURN_WAIT_FRAMES - 1, END + 4)]),  # no first word at all: the safety net's word
@@ -262,8 +265,8 @@ def test_a_settled_answer_takes_the_turn_soon_after_the_voice_stops_with_its_fir
     for waiting, settled, fed_from, expect in cases:
         ts = TurnStart()
         ts.choose(logp, vad_prob=0.9)
-        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting, settled=settled,
-                          opening=opening if fed_from is not None and k >= fed_from else None)
+        said = [ts.choose(logp, vad_prob=0.05, answer_waiting=waiting, settled=bool(settled),
+                          opening=opening if fed_from is not None and k >= fed_from else None, ends=settled == "ends")
                 for k in range(3 * MAX_TURN_WAIT_FRAMES)]
         assert [(i, t) for i, t in enumerate(said) if t > END] == expect, (waiting, settled, fed_from)
     ts = TurnStart()

@@ -10,7 +10,7 @@ from tandem.frontends.compact.turn_start import MAX_TELLING_WAIT_FRAMES
 from tandem.turn.conversation import Conversation
 from tandem.turn.machine import ASKING, TELLING, VAD_END, VAD_START, State, TurnMachine
 from tandem.turn.reading import TELLING_END, UNSURE_END, TurnReader
-from tandem.turn.telling import sentences, tells_at_length
+from tandem.turn.telling import closed, sentences, tells_at_length
 
 S = State
 STORY = "I started a vegetable garden this spring. The tomatoes came up first, and then the beans."
@@ -45,6 +45,28 @@ def test_the_told_words_run_from_the_assistants_last_reply_and_its_backchannels_
     conv.on_final("The food was great.")
     conv.on_partial("And the")
     assert conv.told_since_reply() == "I went there last year. The food was great. And the"
+
+
+@pytest.mark.parametrize("final, as_said", [
+    ("yesterday my train to work was cancelled", "yesterday my train to work was cancelled."),
+    ("which country is the city of Rome in", "which country is the city of Rome in?"),
+    ("How many wheels does a bicycle have", "How many wheels does a bicycle have?"),
+    ("It was steep.", "It was steep."), ("Is it?", "Is it?"), ("", ""), ("...", "..."),
+])
+def test_a_final_without_its_mark_is_closed_as_the_sentence_it_is(final, as_said):
+    assert closed(final) == as_said
+
+
+def test_finals_that_whisper_left_unmarked_are_still_a_telling():
+    """FDB dev set: festival's and flite-awb's stories were transcribed with no sentence marks at all, so no
+    telling was ever seen and the tandem took the floor in both; each final is a sentence the endpoint ended."""
+    conv = Conversation()
+    conv.on_final("yesterday my train to work was cancelled")
+    conv.on_partial("so I decided to cycle")
+    assert conv.told_since_reply() == "yesterday my train to work was cancelled. so I decided to cycle"
+    assert tells_at_length(conv.told_since_reply())
+    conv.on_final("so I decided to cycle instead which i never do")  # the same turn: merged, the first one closed
+    assert conv.turns == [("user", "yesterday my train to work was cancelled. so I decided to cycle instead which i never do")]
 
 
 def test_a_reply_the_user_cut_short_and_went_on_over_does_not_end_the_telling():

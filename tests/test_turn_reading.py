@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from tandem.turn.machine import END_LIKELY, UNFINISHED, State, TurnMachine
-from tandem.turn.reading import UNSURE_END, TurnReader
+from tandem.turn.reading import SURE_END, UNSURE_END, TurnReader
 
 S = State
 
@@ -94,6 +94,30 @@ def test_the_final_judged_as_an_end_gives_the_turn_back():
         return m
     m = run(go())
     assert [h.event for h in m.history] == ["final", END_LIKELY] and m.state is S.TURN_ENDED
+
+
+@pytest.mark.parametrize("p,ends", [(0.8, True), (SURE_END, True), (0.2, False), (None, False)])
+def test_words_judged_as_the_message_s_end_let_the_front_end_take_the_turn_at_once(p, ends):
+    """The judge's chance over SURE_END marks the words as the message's end (`TurnMachine.words_end`), which the
+    front-end reads to take a settled turn at the first quiet frame; newer words are unread until judged."""
+    async def go():
+        m = TurnMachine(state=S.USER_PAUSING)
+        reader = TurnReader(m, judge=FakeJudge({"What is the capital of Peru?": p}))
+        await read_then_wait(reader, "What is the capital of Peru?")
+        judged = m.words_end
+        reader.read("What is the capital of Peru? And", final=False, paused=False, said_more=False)
+        return judged, m.words_end
+    assert run(go()) == (ends, False)
+
+
+def test_a_final_whisper_left_unmarked_is_judged_as_the_sentence_the_endpoint_ended():
+    async def go():
+        m = TurnMachine(state=S.TURN_ENDED)
+        judge = FakeJudge({"I just got back from a walk.": 0.01})
+        await read_then_wait(TurnReader(m, judge=judge), "I just got back from a walk", final=True, paused=False)
+        return m, judge
+    m, judge = run(go())
+    assert judge.asked == ["I just got back from a walk."] and m.state is S.USER_MAY_GO_ON
 
 
 def test_the_cascade_and_other_llms_get_no_judge():

@@ -210,6 +210,9 @@ class TurnMachine:
     judge: BargeInJudge = field(default_factory=BargeInJudge)  # talked over: backchannel or interruption?
     takers: list[TurnTaker] = field(default_factory=list)
     frame_t: float = 0.0  # when this frame's output plays (set by the session): the time of the judge's moves
+    # the latest transcript's words read as the end of the user's message (turn/reading.py, SURE_END): the
+    # front-end takes a settled turn at the first quiet frame instead of waiting for that reading
+    words_end: bool = False
 
     def on(self, event: str, t: float | None = None, decision: Decision | None = None) -> Transition | None:
         found = row(self.state, event)

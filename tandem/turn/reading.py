@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from ..llm.local_server import MODEL_ALIAS
 from ..llm.turn_end import TurnEndJudge
 from .machine import ASKING, END_LIKELY, HOLD_EXPIRED, MAY_GO_ON, TELLING, UNFINISHED, State, Transition, TurnMachine
-from .telling import asks, tells_at_length
+from .telling import asks, closed, tells_at_length
 from .unfinished import reads_unfinished
 
 if TYPE_CHECKING:
@@ -39,6 +39,9 @@ UNSURE_END = 0.1
 # after a telling (turn/telling.py) the message ends only over this chance: over what most story sentences get (35 of
 # 40 under 0.2) and under the least a whole dev question got (0.34); in between, a breath ("Mm-hmm.")
 TELLING_END = 0.3
+# over this chance the words end the message (`TurnMachine.words_end`): under the least a whole dev question got
+# (0.34), over all but 3 of 12 dev pause fragments
+SURE_END = 0.3
 JUDGED_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED, State.USER_TELLING)
 TELLS_FROM = (State.USER_SPEAKING, State.USER_PAUSING, State.TURN_ENDED)
 # only words Whisper ended as a sentence are judged: without the mark the chance of the end-of-message token is
@@ -66,6 +69,9 @@ class TurnReader:
         """One transcript, after the machine took its PARTIAL or FINAL: the move its words make, if any (the
         judge's comes later, from its own task)."""
         self._read += 1
+        self.machine.words_end = False  # these words are not read yet
+        if final:
+            text = closed(text)  # the endpoint ends a sentence Whisper may have left without its mark
         if self.told is not None:
             self._tell(text, said_more, t)
         if said_more:
@@ -82,6 +88,8 @@ class TurnReader:
     async def _judge(self, text: str, read: int) -> Transition | None:
         p = await self.judge.p_end(text)  # type: ignore[union-attr]
         self.on_judged(text, p)
+        if read == self._read:
+            self.machine.words_end = p is not None and p >= SURE_END
         if p is None or read != self._read or not self.voice_quiet():
             return None  # no answer, or the user has said (or begun to say) more since
         telling = self.told is not None and tells_at_length(self.told())

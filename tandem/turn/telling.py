@@ -19,6 +19,20 @@ MIN_STATEMENTS = 2  # whole statements, in a row since the assistant's last repl
 MIN_WORDS = 12  # and this many words: "Hi. Thanks." is no story
 MIN_UNDER_WAY_WORDS = 3  # a sentence still being said counts as a statement this many words in
 _SENTENCE = re.compile(r"[^.!?]*[A-Za-z0-9][^.!?]*[.!?]+")
+# a question's first word, for a sentence Whisper left without its mark
+_ASKS_FIRST = frozenset("what which who whom whose where when why how is are was were am do does did can could will "
+                        "would should shall may might have has".split())
+
+
+def closed(final: str) -> str:
+    """A final transcript as the sentence it is: the Listener's endpoint ends it, where Whisper often writes no
+    mark (festival's and flite's voices: "yesterday my train to work was cancelled"). A question's mark where it
+    begins as a question does, a full stop elsewhere; a mark already there stays."""
+    text = final.strip()
+    if not text or text[-1] in ".!?" or not re.search(r"[A-Za-z0-9]", text):
+        return text
+    first = re.match(r"[a-z']+", text.lower())
+    return text + ("?" if first and first.group() in _ASKS_FIRST else ".")
 
 
 def sentences(text: str) -> list[str]:

@@ -218,6 +218,7 @@ class CompactState:
         answers the turn's final transcript (`turn_due`); `opening`: the newest oracle stream's first piece
         (`TurnStart.choose`)."""
         settled = settled and self.settled_turn
+        ends = settled and self.floor is not None and self.floor.words_end
         if not speaking(vad_prob):
             logp = without_yield(logp)
         if forced is None and not self.hushed and self.floor is not None \
@@ -229,7 +230,7 @@ class CompactState:
             # spoke lifted it, and the dropped reply it went on with, kept unsaid, never let the turn arm for the
             # interruption's answer), or the interruption's answer is due
             if (int(torch.argmax(logp)) <= END and not self.held()) \
-                    or turn_due(self.answer_waiting, self.turn_start.quiet, settled):
+                    or turn_due(self.answer_waiting, self.turn_start.quiet, settled, ends):
                 self.hushed = False
             else:
                 self.turn_start.hold(vad_prob)  # its words are the dropped reply's, not a new one
@@ -242,7 +243,8 @@ class CompactState:
         in_oracle = self.oracle_words.__contains__ if self.after_drop else (
             self._nothing_said if settled and not self.begun_words else None)
         before = (self.turn_start.armed, self.turn_start.chance, self.turn_start.quiet)
-        tok = self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening, in_oracle) if forced is None else forced
+        tok = (self.turn_start.choose(logp, vad_prob, self.answer_waiting, settled, opening, in_oracle, ends)
+               if forced is None else forced)
         if forced is None and tok > END and self.commit is not None and self.starts_word is not None \
                 and self.starts_word(tok) and self.commit.holds(tok, self.user_q.seen, settled, bool(self.oracle_words)):
             # a word the answer to the final may take back: wait for it, the turn still to take if not yet taken

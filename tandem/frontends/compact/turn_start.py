@@ -30,6 +30,10 @@ MAX_TURN_WAIT_FRAMES = 12  # 0.96 s: longer than most pauses inside a turn; the 
 # it let 0.6 s pass with the answer ready, alone and under load; the cascade speaks once it has the final
 # and its answer, and the tandem reply should not come later than that
 SETTLED_TURN_WAIT_FRAMES = 3
+# with the settled answer's words also read as the end of the user's message (the turn-end judge's chance over
+# reading.SURE_END: every dev question, few pause fragments), the turn is taken at the first quiet frame: the
+# frames above wait for that reading, not for the model
+ENDED_TURN_WAIT_FRAMES = 1
 # with the user's words stopped inside a clause (the machine's USER_UNFINISHED state) the floor is theirs for
 # this many quiet frames: longer than the pauses people make inside a sentence (FDB's synthetic ones), then
 # the turn is the assistant's all the same (a question that really ends "...made of")
@@ -44,10 +48,13 @@ MAX_MAY_GO_ON_WAIT_FRAMES = 19  # 1.52 s
 MAX_TELLING_WAIT_FRAMES = 12  # 0.96 s
 
 
-def turn_due(answer_waiting: bool, quiet: int, settled: bool) -> bool:
+def turn_due(answer_waiting: bool, quiet: int, settled: bool, ends: bool = False) -> bool:
     """An answer fed since the user began waits, and the model has let the moment pass for long enough:
-    MAX_TURN_WAIT_FRAMES, or SETTLED_TURN_WAIT_FRAMES once the oracle answers the final transcript."""
-    return answer_waiting and quiet >= (SETTLED_TURN_WAIT_FRAMES if settled else MAX_TURN_WAIT_FRAMES)
+    MAX_TURN_WAIT_FRAMES, or SETTLED_TURN_WAIT_FRAMES once the oracle answers the final transcript, or
+    ENDED_TURN_WAIT_FRAMES once that transcript also reads as the message's end (`ends`)."""
+    if not settled:
+        return answer_waiting and quiet >= MAX_TURN_WAIT_FRAMES
+    return answer_waiting and quiet >= (ENDED_TURN_WAIT_FRAMES if ends else SETTLED_TURN_WAIT_FRAMES)
 
 
 class TurnStart:
@@ -70,10 +77,11 @@ class TurnStart:
             self.quiet += 1
 
     def choose(self, logp: torch.Tensor, vad_prob: float, answer_waiting: bool = False, settled: bool = False,
-               opening: int | None = None, in_oracle: Callable[[int], bool] | None = None) -> int:
+               opening: int | None = None, in_oracle: Callable[[int], bool] | None = None, ends: bool = False) -> int:
         """logp: [V] log-probabilities of this frame's token; returns the token to say. `answer_waiting`:
         the oracle stream has fed an answer since the last reply; `settled`: that answer is the final
-        transcript's (`turn_due`); `opening`: the first piece the newest oracle stream fed, if any.
+        transcript's, `ends`: whose words read as the message's end (`turn_due`); `opening`: the first piece
+        the newest oracle stream fed, if any.
 
         A turn the model takes itself begins with its most likely word. A turn taken for it (`turn_due`)
         begins with `opening`, as the teacher begins by reading the oracle: at such a moment the model's
@@ -100,7 +108,7 @@ class TurnStart:
         self.chance = 1.0 - (1.0 - self.chance) * (1.0 - p_speak)
         self.quiet += 1
         own = self.chance >= START_CHANCE
-        if not own and not turn_due(answer_waiting, self.quiet, settled):
+        if not own and not turn_due(answer_waiting, self.quiet, settled, ends):
             return tok
         if not own and opening is None and self.quiet < MAX_TURN_WAIT_FRAMES:
             return tok  # the newest stream's first word is a frame or two away
