@@ -120,6 +120,17 @@ def test_a_final_whisper_left_unmarked_is_judged_as_the_sentence_the_endpoint_en
     assert judge.asked == ["I just got back from a walk."] and m.state is S.USER_MAY_GO_ON
 
 
+def test_an_unmarked_final_that_stops_inside_a_clause_is_held_not_closed():
+    """"How many" closed as "How many?" would read whole: the words are read as the Listener wrote them."""
+    async def go():
+        m = TurnMachine(state=S.TURN_ENDED)
+        judge = FakeJudge({"How many?": 0.34})
+        move = await read_then_wait(TurnReader(m, judge=judge), "How many", final=True, paused=False)
+        return m, judge, move
+    m, judge, move = run(go())
+    assert move.event == UNFINISHED and judge.asked == [] and not m.words_end
+
+
 def test_the_cascade_and_other_llms_get_no_judge():
     from tandem.llm.client import LLMConfig
     from tandem.llm.local_server import MODEL_ALIAS

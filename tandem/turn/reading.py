@@ -70,14 +70,14 @@ class TurnReader:
         judge's comes later, from its own task)."""
         self._read += 1
         self.machine.words_end = False  # these words are not read yet
-        if final:
-            text = closed(text)  # the endpoint ends a sentence Whisper may have left without its mark
         if self.told is not None:
             self._tell(text, said_more, t)
         if said_more:
             return None
         if self.hold_unfinished and reads_unfinished(text):
             return self.machine.on(UNFINISHED, t)
+        if final:  # the endpoint ends a sentence Whisper may have left without its mark; its words read as they are
+            text = closed(text)
         if (self.judge is not None and (final or paused) and ENDS_SENTENCE.search(text) and self.voice_quiet()
                 and (self.machine.state in JUDGED_FROM or self.machine.state is State.USER_MAY_GO_ON)):
             task = asyncio.get_running_loop().create_task(self._judge(text, self._read))
