@@ -165,8 +165,11 @@ class Mouth:
         if tok == END and talking_over and (move is None or Action.DROP not in move.actions):
             self._take(self.floor.model_yields())  # the model's own decision: it stops for this interruption
         if self.yielded:
-            self.pending = []
+            # the words of a frame in which the user still talks stay unsaid; in the frame they stop, the model's
+            # word begins the reply to them (FDB dev set: "It is Warsaw." was heard "is Warsaw.")
             self.yielded = talking_over or hold
+            if self.yielded:
+                self.pending = []
         # while paused the voice's remaining audio does not shrink: the model's words wait in
         # `pending` and follow on after a resume
         if self.pending and self.voicer.remaining_s() < REFILL_S:
