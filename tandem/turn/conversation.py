@@ -22,7 +22,7 @@ class Conversation:
 
     def _append(self, role: str, text: str) -> None:
         if self.turns and self.turns[-1][0] == role:
-            self.turns[-1] = (role, (self._ended(role, self.turns[-1][1]) + " " + text).strip())
+            self.turns[-1] = (role, (self.turns[-1][1] + " " + text).strip())
             self._cut.discard(len(self.turns) - 1)  # it holds more than the cut reply now
         else:
             self.turns.append((role, text.strip()))
@@ -42,17 +42,12 @@ class Conversation:
             # goes before it, as it was spoken, or the history would end on the user's question
             # and show the reply's first words before it
             if at > 0 and self.turns[at - 1][0] == "user":
-                self.turns[at - 1] = ("user", (closed(self.turns[at - 1][1]) + " " + text).strip())
+                self.turns[at - 1] = ("user", (self.turns[at - 1][1] + " " + text).strip())
             else:
                 self.turns.insert(at, ("user", text.strip()))
                 self._cut = {i + (i >= at) for i in self._cut}
         else:
             self._append("user", text)
-
-    @staticmethod
-    def _ended(role: str, text: str) -> str:
-        """A user's final that another follows in the same turn: the endpoint between them ended a sentence."""
-        return closed(text) if role == "user" else text
 
     def on_assistant(self, text: str) -> None:
         if not text.strip():
