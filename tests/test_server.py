@@ -84,11 +84,11 @@ async def test_live_sessions_ask_in_llm_slots_of_their_own_and_give_them_back():
 
 
 async def test_an_unmodified_moshi_client_gets_only_moshi_messages():
-    async with fake_server() as (base, _, _):
+    async with fake_server(llm_tokens=[" Paris", "."], llm_continues=True) as (base, _, _):
         c = await converse(base, events=False)
         await c.close()
     assert c.got.events == [] and c.got.unknown == 0 and not c.got.errors
-    assert "".join(c.got.texts).split() == ["The", "answer", "is", "Paris."]
+    assert "".join(c.got.texts).split() == ["The", "capital", "of", "France", "is", "Paris."]
 
 
 async def test_cascade_mode_answers_over_the_protocol():

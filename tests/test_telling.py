@@ -92,6 +92,19 @@ def test_a_reply_the_user_cut_short_and_went_on_over_does_not_end_the_telling():
     assert conv.told_since_reply() == "Pepper."
 
 
+def test_a_reply_heard_some_words_in_and_cut_short_ends_the_telling_it_answered():
+    """FDB dev, interruption: "Describe the rules of tennis for me, step by step." was answered, cut short by
+    "Sorry, a different question." and the two were held as a story, so the new question got no answer."""
+    conv = Conversation()
+    conv.on_final("Describe the rules of tennis for me, step by step.")
+    conv.on_assistant("Tennis is played by two players on a court")
+    conv.unsay("Tennis is played by two players on a court", 0.5)  # four words heard
+    conv.on_final("Sorry, a different question.")
+    conv.on_partial("What is the opposite")
+    assert conv.told_since_reply() == "Sorry, a different question. What is the opposite"
+    assert not tells_at_length(conv.told_since_reply())
+
+
 def reader_of(machine, judge, told):
     return TurnReader(machine, judge=judge, told=lambda: told[0])
 
@@ -142,6 +155,17 @@ def test_a_question_ends_the_telling_and_is_answered_as_any_question():
         reader.read("What should I plant next?", final=False, paused=False, said_more=False)
         assert m.state is S.USER_SPEAKING, "no telling again: the last sentence asks"
     asyncio.run(go())
+
+
+def test_a_final_question_whisper_left_unmarked_ends_the_telling():
+    async def go():
+        m = TurnMachine(state=S.USER_SPEAKING)
+        told = [STORY + " What should I plant next?"]  # the told words close each final
+        reader = reader_of(m, FakeJudge({}), told)
+        m.on(TELLING)
+        reader.read("What should I plant next", final=True, paused=False, said_more=False)
+        return m.state, m.history[-1].event
+    assert asyncio.run(go()) == (S.USER_SPEAKING, ASKING)
 
 
 def test_without_the_told_words_there_is_no_telling():

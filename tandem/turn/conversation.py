@@ -9,6 +9,11 @@ from .backchannel import is_backchannel
 from .telling import closed
 from ..listener.worker import word_count
 
+# a reply the user cut short after this many of its words were heard was a reply under way, not a false start
+# they talked over: what they say next is a new message ("Sorry, a different question."), not the next sentence
+# of a telling begun before it (FDB dev: a request for tennis's rules and that apology were held as a story)
+REPLY_HEARD_WORDS = 4
+
 
 @dataclass
 class Conversation:
@@ -100,12 +105,13 @@ class Conversation:
         return self._reply_begins() is not None
 
     def told_since_reply(self) -> str:
-        """What the user has said since the assistant's last reply (a backchannel of its own is none, nor a reply
-        the user cut short and went on over), the live partial too: a telling's words (turn/telling.py)."""
+        """What the user has said since the assistant's last reply (a backchannel of its own is none, nor a false
+        start the user cut short and went on over), the live partial too: a telling's words (turn/telling.py)."""
         told: list[str] = []
         for i in range(len(self.turns) - 1, -1, -1):
             role, text = self.turns[i]
-            if role == "assistant" and not is_backchannel(text) and i not in self._cut:
+            if role == "assistant" and not is_backchannel(text) and (
+                    i not in self._cut or len(text.split()) >= REPLY_HEARD_WORDS):
                 break
             if role == "user":
                 told.append(closed(text))

@@ -73,8 +73,8 @@ class TurnReader:
         judge's comes later, from its own task)."""
         self._read += 1
         self.machine.words_end = False  # these words are not read yet
-        if self.told is not None:
-            self._tell(text, said_more, t)
+        if self.told is not None:  # a final's question without its mark ends a telling as one with it
+            self._tell(closed(text) if final else text, said_more, t)
         if said_more:
             return None
         if self.hold_unfinished and reads_unfinished(text):
