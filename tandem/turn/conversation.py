@@ -111,7 +111,7 @@ class Conversation:
         for i in range(len(self.turns) - 1, -1, -1):
             role, text = self.turns[i]
             if role == "assistant" and not is_backchannel(text) and (
-                    i not in self._cut or len(text.split()) >= REPLY_HEARD_WORDS):
+                    i not in self._cut or word_count(text) >= REPLY_HEARD_WORDS):
                 break
             if role == "user":
                 told.append(closed(text))

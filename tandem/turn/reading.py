@@ -73,14 +73,16 @@ class TurnReader:
         judge's comes later, from its own task)."""
         self._read += 1
         self.machine.words_end = False  # these words are not read yet
-        if self.told is not None:  # a final's question without its mark ends a telling as one with it
-            self._tell(closed(text) if final else text, said_more, t)
+        # the endpoint ends a sentence Whisper may have left without its mark: a telling and the judge read the
+        # sentence, closed; the clause's hold reads its words as they are
+        sentence = closed(text) if final else text
+        if self.told is not None:
+            self._tell(sentence, said_more, t)
         if said_more:
             return None
         if self.hold_unfinished and reads_unfinished(text):
             return self.machine.on(UNFINISHED, t)
-        if final:  # the endpoint ends a sentence Whisper may have left without its mark; its words read as they are
-            text = closed(text)
+        text = sentence
         if (self.judge is not None and (final or paused) and ENDS_SENTENCE.search(text) and self.voice_quiet()
                 and (self.machine.state in JUDGED_FROM or self.machine.state is State.USER_MAY_GO_ON)):
             task = asyncio.get_running_loop().create_task(self._judge(text, self._read))
